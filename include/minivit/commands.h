@@ -1,0 +1,29 @@
+#pragma once
+// The commands of the minivit program, one source file each (cmd_*.cpp). main.cpp parses
+// the command line into these option structs and calls the matching run_* function; each
+// returns the process exit status and reports user errors by throwing minivit::Error.
+#include <string>
+#include <vector>
+
+namespace minivit {
+
+struct TrainOptions {
+  std::string config_path;        // --config
+  std::vector<std::string> sets;  // --set section.key=value, in order
+  std::string out_dir;            // --out (default: train.out_dir)
+  std::string resume_dir;         // --resume
+  std::string init_path;          // --init
+};
+int run_train(const TrainOptions& options);
+
+struct EvalOptions {
+  std::string checkpoint;
+  std::string data_path;  // --data: overrides data.path from the checkpoint
+  std::string split = "test";
+  std::string json_path;
+};
+int run_eval(const EvalOptions& options);
+
+int run_info(const std::string& path);
+
+}  // namespace minivit

@@ -1,0 +1,95 @@
+#pragma once
+// The run configuration: TOML sections [model] [data] [optim] [train], as fixed by the
+// contract. Every field has the default a user gets when the key is absent. Loading checks
+// types, unknown keys and impossible values, naming the file, line and key at fault.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace minivit {
+
+struct ModelConfig {
+  int image_size = 28;
+  int channels = 1;
+  int patch_size = 4;
+  int dim = 64;
+  int depth = 6;
+  int heads = 4;
+  int mlp_dim = 128;
+  float dropout = 0.0f;            // on the attention projection and both MLP outputs
+  float attention_dropout = 0.0f;  // on the softmax attention weights
+  int num_classes = 10;
+
+  int grid() const { return image_size / patch_size; }
+  int patches() const { return grid() * grid(); }
+  int tokens() const { return patches() + 1; }  // CLS first
+  int head_dim() const { return dim / heads; }
+  int patch_len() const { return channels * patch_size * patch_size; }
+};
+
+struct DataConfig {
+  std::string format = "idx";  // idx | cifar10 | cifar100 | folder
+  std::string path = "/usr/share/datasets/fashion-mnist";
+  std::vector<float> mean = {0.2860f};  // one per channel
+  std::vector<float> std = {0.3530f};
+  bool shuffle = true;
+  bool augment = true;
+  float val_fraction = 0.1f;             // carved from the end of the training split
+  std::vector<std::string> class_names;  // empty: from the dataset
+};
+
+struct OptimConfig {
+  std::string name = "adamw";  // adamw | sgd
+  float lr = 1e-3f;
+  float weight_decay = 0.05f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float momentum = 0.9f;
+  std::string schedule = "cosine";  // cosine | constant
+  int64_t warmup_steps = 0;
+  float min_lr = 0.0f;
+  float clip_grad_norm = 0.0f;  // 0 = off
+  float label_smoothing = 0.0f;
+};
+
+struct TrainConfig {
+  int epochs = 10;
+  int64_t max_steps = 0;  // 0 = from epochs
+  int batch_size = 128;
+  uint64_t seed = 0;
+  int threads = 0;  // 0 = all cores
+  std::string out_dir = "runs/default";
+  int log_every = 50;   // steps between metrics.jsonl lines
+  int eval_every = 1;   // epochs between validation passes
+};
+
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  OptimConfig optim;
+  TrainConfig train;
+  std::string source;  // the file it was read from, for messages
+};
+
+// Reads `path`, applies `overrides` ("section.key=value", TOML value syntax, bare strings
+// allowed), validates. Throws minivit::Error: "FILE:LINE: key 'model.dim': expected ...".
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Same, from TOML text already in memory (`source_name` is used in messages).
+Config parse_config(const std::string& toml_text, const std::string& source_name,
+                    const std::vector<std::string>& overrides = {});
+
+// Checks cross-key constraints (dim % heads, image_size % patch_size, rates in range,
+// mean/std length == channels...). Called by load/parse; exposed for configs built in code.
+void validate_config(const Config& config);
+
+// The resolved config as TOML text, every key written, re-readable by load_config.
+std::string config_to_toml(const Config& config);
+
+// Flat "section.key" -> value-as-TOML-text pairs, for checkpoint metadata ("minivit." is
+// prepended by the checkpoint writer). config_from_flat inverts it.
+std::vector<std::pair<std::string, std::string>> config_to_flat(const Config& config);
+Config config_from_flat(const std::vector<std::pair<std::string, std::string>>& flat,
+                        const std::string& source_name);
+
+}  // namespace minivit

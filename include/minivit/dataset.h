@@ -1,0 +1,31 @@
+#pragma once
+// A labelled image set kept as uint8 in memory, as the files store it; normalisation to
+// float happens per batch (see batcher.h). Legend: N images, C channels, H x W pixels.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <xtensor/xtensor.hpp>
+
+namespace minivit {
+
+struct Dataset {
+  xt::xtensor<uint8_t, 4> images;  // (N, C, H, W)
+  std::vector<int32_t> labels;     // (N), each in [0, num_classes)
+  int num_classes = 0;
+  std::vector<std::string> class_names;  // num_classes entries
+
+  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+  int channels() const { return static_cast<int>(images.shape(1)); }
+  int height() const { return static_cast<int>(images.shape(2)); }
+  int width() const { return static_cast<int>(images.shape(3)); }
+};
+
+// Train and test splits of one data source. The validation split is carved from `train`
+// by the trainer (val_fraction), not here.
+struct DataSplits {
+  Dataset train;
+  Dataset test;
+};
+
+}  // namespace minivit

@@ -1,0 +1,21 @@
+#pragma once
+// Inverted dropout: in training each element is kept with probability 1 - p and scaled by
+// 1 / (1 - p), so evaluation is the identity. The keep-mask is drawn from the
+// counter-based generator (rng.h) under `key`, one draw per element index, and cached as
+// bytes for backward. With p == 0 or outside training, forward copies (or, in place, does
+// nothing) and backward passes the gradient through.
+#include <cstdint>
+
+namespace minivit {
+
+// out may alias inp.
+void dropout_forward(float* out, uint8_t* mask, const float* inp, int64_t n, float p,
+                     uint64_t key);
+
+// dinp += dout * mask / (1 - p)
+void dropout_backward(float* dinp, const float* dout, const uint8_t* mask, int64_t n, float p);
+
+// The keep decision for one element, shared by every user of dropout masks.
+bool dropout_keep(uint64_t key, int64_t index, float p);
+
+}  // namespace minivit

@@ -1,0 +1,32 @@
+#pragma once
+// The only door to BLAS. Row-major single-precision matrix product
+//   C (M, N) = alpha * op(A) (M, K) * op(B) (K, N) + beta * C
+// where op(X) is X or X^T. Leading dimensions let callers address sub-matrices (one
+// attention head inside a fused qkv buffer, one column block of a weight gradient)
+// without copies, and beta = 1 lets backward passes add into gradients in place.
+//
+// Threading: minivit runs one pool of OpenMP threads. BLAS itself is kept single-threaded
+// and gemm() splits large products across the pool by rows (or columns) of C, so the two
+// never compete for the cores. Inside a parallel region gemm() runs on the calling thread.
+namespace minivit {
+
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc);
+
+// Sets the size of the thread pool (0 = all cores) and pins BLAS to one thread.
+// Returns the number of threads in use.
+int set_num_threads(int threads);
+int num_threads();
+
+// OpenBLAS picks its kernels from the CPU model at load time; on a CPU newer than the
+// library it falls back to its generic SSE3 ("Prescott") kernels, several times slower.
+// When that happened and OPENBLAS_CORETYPE is not set, this restarts the program (execv of
+// /proc/self/exe with the same arguments) with OPENBLAS_CORETYPE naming the best kernel
+// family the CPU supports. Call first thing in main(). Returns only if no restart is needed
+// or possible. A user's own OPENBLAS_CORETYPE is always respected.
+void select_blas_kernels(char** argv);
+
+// The kernel family in use ("SkylakeX", "Haswell", "Prescott", ...).
+const char* blas_kernel_name();
+
+}  // namespace minivit

@@ -1,0 +1,16 @@
+#pragma once
+// LayerNorm over the last dimension D, eps 1e-6 (timm's ViT).
+//   out = (inp - mean) * rstd * weight + bias
+// Forward caches mean and rstd per row for backward. Backward adds into dinp, dweight, dbias.
+namespace minivit {
+
+constexpr float kLayerNormEps = 1e-6f;
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                       const float* weight, const float* bias, int R, int D);
+
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, const float* mean,
+                        const float* rstd, int R, int D);
+
+}  // namespace minivit

@@ -1,0 +1,20 @@
+#pragma once
+// Patch embedding, CLS token and position embedding: the front of the ViT.
+// timm's Conv2d(C, D, P, stride P) is a linear layer on patches flattened in
+// (channel, row, column) order, so its weight (D, C, P, P) is used as (D, C*P*P).
+//   images      (B, C, S, S)    S = image_size
+//   patches     (B, N, C*P*P)   patch n = row-major position in the G x G grid
+//   patch_proj  (B, N, D)       patches . W^T + b        (a linear layer, see linear.h)
+//   tokens      (B, T, D)       [cls ; patch_proj] + pos
+namespace minivit {
+
+void patchify(float* patches, const float* images, int B, int C, int image_size, int P);
+
+void embed_tokens_forward(float* tokens, const float* patch_proj, const float* cls_token,
+                          const float* pos_embed, int B, int N, int D);
+
+// Adds into dpatch_proj (B, N, D), dcls_token (D) and dpos_embed (T, D).
+void embed_tokens_backward(float* dpatch_proj, float* dcls_token, float* dpos_embed,
+                           const float* dtokens, int B, int N, int D);
+
+}  // namespace minivit

@@ -1,0 +1,84 @@
+#include "minivit/gemm.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace minivit {
+
+static void blas_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                       const float* A, int lda, const float* B, int ldb, float beta, float* C,
+                       int ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
+              ldc);
+}
+
+// Below this many multiply-adds a split costs more in synchronisation than it saves.
+static constexpr double kMinSplitWork = 1 << 18;
+
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const double work = double(M) * N * K;
+  if (threads == 1 || work < kMinSplitWork) {
+    blas_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  // Split the larger of M and N into one contiguous block per thread; every block of C is
+  // computed by exactly one thread, so the result does not depend on scheduling.
+  const bool split_rows = M >= N;
+  const int extent = split_rows ? M : N;
+  const int parts = std::min(threads, extent);
+#pragma omp parallel for num_threads(parts) schedule(static)
+  for (int part = 0; part < parts; ++part) {
+    const int begin = int(int64_t(extent) * part / parts);
+    const int end = int(int64_t(extent) * (part + 1) / parts);
+    if (end <= begin) continue;
+    if (split_rows) {
+      const float* A_part = trans_a ? A + begin : A + int64_t(begin) * lda;
+      blas_sgemm(trans_a, trans_b, end - begin, N, K, alpha, A_part, lda, B, ldb, beta,
+                 C + int64_t(begin) * ldc, ldc);
+    } else {
+      const float* B_part = trans_b ? B + int64_t(begin) * ldb : B + begin;
+      blas_sgemm(trans_a, trans_b, M, end - begin, K, alpha, A, lda, B_part, ldb, beta,
+                 C + begin, ldc);
+    }
+  }
+}
+
+int set_num_threads(int threads) {
+  if (threads <= 0) threads = omp_get_num_procs();
+  openblas_set_num_threads(1);
+  omp_set_num_threads(threads);
+  return threads;
+}
+
+int num_threads() { return omp_get_max_threads(); }
+
+const char* blas_kernel_name() { return openblas_get_corename(); }
+
+void select_blas_kernels(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE")) return;
+  if (strcasecmp(openblas_get_corename(), "prescott") != 0) return;  // detection worked
+  __builtin_cpu_init();
+  const char* family = nullptr;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    family = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    family = "Haswell";
+  if (!family) return;
+  // Set before exec, so a restarted process that still reports Prescott does not loop.
+  setenv("OPENBLAS_CORETYPE", family, 1);
+  ::execv("/proc/self/exe", argv);
+  unsetenv("OPENBLAS_CORETYPE");  // exec failed: carry on with the generic kernels
+}
+
+}  // namespace minivit

@@ -1,0 +1,73 @@
+// minivit: parses the command line and hands over to one command (see commands.h).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <new>
+
+#include "minivit/commands.h"
+#include "minivit/error.h"
+#include "minivit/gemm.h"
+
+int main(int argc, char** argv) {
+  minivit::select_blas_kernels(argv);
+  CLI::App app{
+      "minivit " MINIVIT_VERSION
+      ": a Vision Transformer trainer written from scratch.\n"
+      "Train from a TOML config, evaluate checkpoints, inspect attention maps.\n"
+      "Run `minivit COMMAND --help` for the options of each command."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", MINIVIT_VERSION);
+
+  minivit::TrainOptions train;
+  CLI::App* train_cmd = app.add_subcommand(
+      "train", "Train a model from a config file; writes checkpoints, metrics.jsonl, "
+               "curves.png and eval.json into the run directory.");
+  train_cmd->add_option("--config", train.config_path,
+                        "TOML config file (optional with --resume: the run's config.toml)");
+  train_cmd->add_option("--set", train.sets,
+                        "Override one key, e.g. --set optim.lr=5e-4 (repeatable; wins over the file)");
+  train_cmd->add_option("--out", train.out_dir, "Run directory (default: train.out_dir)");
+  train_cmd->add_option("--resume", train.resume_dir,
+                        "Continue the interrupted run in this directory exactly where it stopped");
+  train_cmd->add_option("--init", train.init_path,
+                        "Start from the weights in this .safetensors file (timm names and shapes)")
+      ->check(CLI::ExistingFile);
+
+  minivit::EvalOptions eval;
+  CLI::App* eval_cmd = app.add_subcommand(
+      "eval", "Evaluate a checkpoint: top-1, top-5, loss, per-class accuracy, confusion matrix.");
+  eval_cmd->add_option("--checkpoint", eval.checkpoint, "Checkpoint (.safetensors) written by train")
+      ->required();
+  eval_cmd->add_option("--data", eval.data_path,
+                       "Dataset path (default: data.path stored in the checkpoint)");
+  eval_cmd->add_option("--split", eval.split, "test, val or train (default: test)")
+      ->check(CLI::IsMember({"test", "val", "train"}));
+  eval_cmd->add_option("--json", eval.json_path, "Also write the results as JSON to this file");
+
+  std::string info_path;
+  CLI::App* info_cmd = app.add_subcommand(
+      "info", "Show a checkpoint's config, parameter count, step and accuracy.");
+  info_cmd->add_option("FILE", info_path, "A .safetensors file")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (*train_cmd) return minivit::run_train(train);
+    if (*eval_cmd) return minivit::run_eval(eval);
+    if (*info_cmd) return minivit::run_info(info_path);
+  } catch (const minivit::Error& e) {
+    std::fprintf(stderr, "minivit: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "minivit: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "minivit: internal error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,281 @@
+// Finite-difference checks of every layer's backward, and the forward definitions they
+// rest on (LayerNorm statistics, exact GELU, dropout's keep rate and scale).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "gradcheck.h"
+#include "minivit/attention.h"
+#include "minivit/cross_entropy.h"
+#include "minivit/dropout.h"
+#include "minivit/gelu.h"
+#include "minivit/layernorm.h"
+#include "minivit/linear.h"
+#include "minivit/patch_embed.h"
+
+using namespace minivit;
+using namespace minivit_test;
+
+TEST_CASE("linear forward is x W^T + b", "[layers][linear]") {
+  const float x[2 * 3] = {1, 2, 3, 4, 5, 6};
+  const float W[2 * 3] = {1, 0, -1, 0.5f, 0.5f, 0.5f};
+  const float b[2] = {0.25f, -1};
+  float y[4];
+  linear_forward(y, x, W, b, 2, 3, 2);
+  CHECK(y[0] == Approx(1 - 3 + 0.25f));
+  CHECK(y[1] == Approx(3 - 1));
+  CHECK(y[2] == Approx(4 - 6 + 0.25f));
+  CHECK(y[3] == Approx(7.5f - 1));
+}
+
+TEST_CASE("linear backward matches finite differences", "[layers][linear][grad]") {
+  const int R = 5, I = 7, O = 4;
+  auto x = random_vector(R * I, 1.0f, 1), W = random_vector(O * I, 0.5f, 2),
+       b = random_vector(O, 0.5f, 3), g = random_vector(R * O, 1.0f, 4);
+  std::vector<float> y(R * O), dx(R * I, 0.0f), dW(O * I, 0.0f), db(O, 0.0f);
+  auto f = [&] {
+    linear_forward(y.data(), x.data(), W.data(), b.data(), R, I, O);
+    return dot(y.data(), g.data(), R * O);
+  };
+  f();
+  linear_backward(dx.data(), dW.data(), db.data(), g.data(), x.data(), W.data(), R, I, O);
+  check_gradients(f, {{"x", x.data(), dx.data(), R * I}, {"W", W.data(), dW.data(), O * I},
+                      {"b", b.data(), db.data(), O}});
+}
+
+TEST_CASE("linear backward adds into existing gradients", "[layers][linear]") {
+  const int R = 3, I = 2, O = 2;
+  auto x = random_vector(R * I, 1.0f, 5), W = random_vector(O * I, 1.0f, 6),
+       g = random_vector(R * O, 1.0f, 7);
+  std::vector<float> dx1(R * I, 0.0f), dW1(O * I, 0.0f), db1(O, 0.0f);
+  linear_backward(dx1.data(), dW1.data(), db1.data(), g.data(), x.data(), W.data(), R, I, O);
+  std::vector<float> dx2(R * I, 1.0f), dW2(O * I, 1.0f), db2(O, 1.0f);
+  linear_backward(dx2.data(), dW2.data(), db2.data(), g.data(), x.data(), W.data(), R, I, O);
+  for (int i = 0; i < R * I; ++i) CHECK(dx2[i] == Approx(dx1[i] + 1.0f));
+  for (int i = 0; i < O * I; ++i) CHECK(dW2[i] == Approx(dW1[i] + 1.0f));
+  for (int i = 0; i < O; ++i) CHECK(db2[i] == Approx(db1[i] + 1.0f));
+}
+
+TEST_CASE("layernorm normalises each row with eps 1e-6", "[layers][layernorm]") {
+  const int R = 3, D = 16;
+  auto x = random_vector(R * D, 3.0f, 10);
+  std::vector<float> w(D, 1.0f), b(D, 0.0f), y(R * D), mean(R), rstd(R);
+  layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), R, D);
+  for (int r = 0; r < R; ++r) {
+    double m = 0, v = 0;
+    for (int i = 0; i < D; ++i) m += y[r * D + i];
+    for (int i = 0; i < D; ++i) v += y[r * D + i] * y[r * D + i];
+    CHECK(m / D == Approx(0.0).margin(1e-5));
+    CHECK(v / D == Approx(1.0).epsilon(1e-4));
+  }
+  // A constant row: variance 0, so eps alone sets the scale and the output is exactly b.
+  std::vector<float> c(D, 2.5f), yc(D);
+  float mc, rc;
+  layernorm_forward(yc.data(), &mc, &rc, c.data(), w.data(), b.data(), 1, D);
+  CHECK(rc == Approx(1.0 / std::sqrt(1e-6)));
+  for (float v : yc) CHECK(v == 0.0f);
+}
+
+TEST_CASE("layernorm backward matches finite differences", "[layers][layernorm][grad]") {
+  const int R = 6, D = 8;
+  auto x = random_vector(R * D, 1.0f, 11), w = random_vector(D, 0.5f, 12),
+       b = random_vector(D, 0.5f, 13), g = random_vector(R * D, 1.0f, 14);
+  for (auto& v : w) v += 1.0f;
+  std::vector<float> y(R * D), mean(R), rstd(R), dx(R * D, 0.0f), dw(D, 0.0f), db(D, 0.0f);
+  auto f = [&] {
+    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), R, D);
+    return dot(y.data(), g.data(), R * D);
+  };
+  f();
+  layernorm_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), mean.data(),
+                     rstd.data(), R, D);
+  check_gradients(f, {{"x", x.data(), dx.data(), R * D}, {"weight", w.data(), dw.data(), D},
+                      {"bias", b.data(), db.data(), D}}, 1e-3);
+}
+
+TEST_CASE("gelu is the exact erf form", "[layers][gelu]") {
+  const float x[5] = {-3.0f, -1.0f, 0.0f, 0.5f, 2.0f};
+  float y[5];
+  gelu_forward(y, x, 5);
+  for (int i = 0; i < 5; ++i)
+    CHECK(y[i] == Approx(0.5 * x[i] * (1 + std::erf(x[i] / std::sqrt(2.0)))).epsilon(1e-5).margin(1e-7));
+  CHECK(y[1] == Approx(-0.15865525393145707).epsilon(1e-6));  // torch.nn.functional.gelu(-1.)
+}
+
+TEST_CASE("gelu backward matches finite differences", "[layers][gelu][grad]") {
+  const int n = 64;
+  auto x = random_vector(n, 2.0f, 20), g = random_vector(n, 1.0f, 21);
+  std::vector<float> y(n), dx(n, 0.0f);
+  auto f = [&] {
+    gelu_forward(y.data(), x.data(), n);
+    return dot(y.data(), g.data(), n);
+  };
+  f();
+  gelu_backward(dx.data(), x.data(), g.data(), n);
+  check_gradients(f, {{"x", x.data(), dx.data(), n}}, 1e-3);
+}
+
+TEST_CASE("dropout keeps 1-p of the units and scales them by 1/(1-p)", "[layers][dropout]") {
+  const int64_t n = 200000;
+  std::vector<float> x(n, 1.0f), y(n);
+  std::vector<uint8_t> mask(n);
+  for (float p : {0.1f, 0.3f, 0.5f}) {
+    dropout_forward(y.data(), mask.data(), x.data(), n, p, 1234);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (mask[i]) {
+        ++kept;
+        REQUIRE(y[i] == Approx(1.0f / (1.0f - p)));
+      } else {
+        REQUIRE(y[i] == 0.0f);
+      }
+    }
+    CHECK(double(kept) / n == Approx(1.0 - p).margin(0.005));
+    // The expected value is preserved.
+    CHECK(std::accumulate(y.begin(), y.end(), 0.0) / n == Approx(1.0).margin(0.01));
+    // Backward routes the gradient through the same units with the same scale.
+    std::vector<float> dx(n, 0.0f);
+    dropout_backward(dx.data(), x.data(), mask.data(), n, p);
+    for (int64_t i = 0; i < n; i += 97) REQUIRE(dx[i] == y[i]);
+  }
+}
+
+TEST_CASE("dropout with p = 0 is the identity", "[layers][dropout]") {
+  auto x = random_vector(1000, 1.0f, 30);
+  std::vector<float> y(1000), dx(1000, 0.0f);
+  dropout_forward(y.data(), nullptr, x.data(), 1000, 0.0f, 1);
+  CHECK(y == x);
+  dropout_backward(dx.data(), x.data(), nullptr, 1000, 0.0f);
+  CHECK(dx == x);
+}
+
+TEST_CASE("dropout masks depend only on the key and the element index", "[layers][dropout]") {
+  const int64_t n = 5000;
+  std::vector<float> x(n, 1.0f), y(n);
+  std::vector<uint8_t> a(n), b(n), c(n);
+  dropout_forward(y.data(), a.data(), x.data(), n, 0.5f, 42);
+  dropout_forward(y.data(), b.data(), x.data(), n, 0.5f, 42);
+  dropout_forward(y.data(), c.data(), x.data(), n, 0.5f, 43);
+  CHECK(a == b);
+  CHECK(a != c);
+}
+
+static void check_attention(float p) {
+  const int B = 2, T = 5, D = 8, H = 2;
+  auto qkv = random_vector(B * T * 3 * D, 1.0f, 40), g = random_vector(B * T * D, 1.0f, 41);
+  std::vector<float> out(B * T * D), att(B * H * T * T), dqkv(B * T * 3 * D, 0.0f);
+  std::vector<uint8_t> mask(B * H * T * T);
+  auto f = [&] {
+    attention_forward(out.data(), att.data(), mask.data(), qkv.data(), B, T, D, H, p, 77);
+    return dot(out.data(), g.data(), B * T * D);
+  };
+  f();
+  for (int r = 0; r < B * H * T; ++r) {  // every attention row is a distribution
+    double s = 0;
+    for (int j = 0; j < T; ++j) s += att[r * T + j];
+    CHECK(s == Approx(1.0).epsilon(1e-5));
+  }
+  attention_backward(dqkv.data(), g.data(), qkv.data(), att.data(), mask.data(), B, T, D, H, p);
+  check_gradients(f, {{"qkv", qkv.data(), dqkv.data(), B * T * 3 * D}}, 1e-3, 2e-2, 2e-3, 240);
+}
+
+TEST_CASE("attention backward matches finite differences", "[layers][attention][grad]") {
+  check_attention(0.0f);
+}
+
+TEST_CASE("attention with dropout on the weights: backward matches finite differences",
+          "[layers][attention][grad]") {
+  check_attention(0.3f);
+}
+
+TEST_CASE("attention forward equals softmax(q k^T / sqrt(Dh)) v per head", "[layers][attention]") {
+  const int B = 1, T = 3, D = 4, H = 2, Dh = 2;
+  auto qkv = random_vector(T * 3 * D, 1.0f, 50);
+  std::vector<float> out(T * D), att(H * T * T);
+  attention_forward(out.data(), att.data(), nullptr, qkv.data(), B, T, D, H, 0.0f, 0);
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < T; ++i) {
+      double s[T], z = 0;
+      for (int j = 0; j < T; ++j) {
+        s[j] = 0;
+        for (int d = 0; d < Dh; ++d)
+          s[j] += qkv[i * 3 * D + h * Dh + d] * qkv[j * 3 * D + D + h * Dh + d];
+        s[j] = std::exp(s[j] / std::sqrt(double(Dh)));
+        z += s[j];
+      }
+      for (int d = 0; d < Dh; ++d) {
+        double o = 0;
+        for (int j = 0; j < T; ++j) o += s[j] / z * qkv[j * 3 * D + 2 * D + h * Dh + d];
+        CHECK(out[i * D + h * Dh + d] == Approx(o).epsilon(1e-5));
+      }
+      for (int j = 0; j < T; ++j) CHECK(att[(h * T + i) * T + j] == Approx(s[j] / z).epsilon(1e-5));
+    }
+}
+
+TEST_CASE("patchify flattens patches in (channel, row, column) order", "[layers][patch]") {
+  const int B = 1, C = 2, S = 4, P = 2;
+  std::vector<float> img(B * C * S * S);
+  std::iota(img.begin(), img.end(), 0.0f);  // value = c*16 + y*4 + x
+  std::vector<float> patches(4 * C * P * P);
+  patchify(patches.data(), img.data(), B, C, S, P);
+  // Patch 1 is grid row 0, column 1: pixels x in {2,3}, y in {0,1}.
+  const float expected[8] = {2, 3, 6, 7, 18, 19, 22, 23};
+  for (int i = 0; i < 8; ++i) CHECK(patches[1 * 8 + i] == expected[i]);
+  // Patch 2 is grid row 1, column 0.
+  CHECK(patches[2 * 8 + 0] == 8.0f);
+}
+
+TEST_CASE("token embedding backward matches finite differences", "[layers][patch][grad]") {
+  const int B = 3, N = 4, D = 5, T = N + 1;
+  auto proj = random_vector(B * N * D, 1.0f, 60), cls = random_vector(D, 1.0f, 61),
+       pos = random_vector(T * D, 1.0f, 62), g = random_vector(B * T * D, 1.0f, 63);
+  std::vector<float> tokens(B * T * D), dproj(B * N * D, 0.0f), dcls(D, 0.0f), dpos(T * D, 0.0f);
+  auto f = [&] {
+    embed_tokens_forward(tokens.data(), proj.data(), cls.data(), pos.data(), B, N, D);
+    return dot(tokens.data(), g.data(), B * T * D);
+  };
+  f();
+  CHECK(tokens[0] == Approx(cls[0] + pos[0]));
+  CHECK(tokens[T * D + D + 1] == Approx(proj[N * D + 1] + pos[D + 1]));
+  embed_tokens_backward(dproj.data(), dcls.data(), dpos.data(), g.data(), B, N, D);
+  check_gradients(f, {{"patch_proj", proj.data(), dproj.data(), B * N * D},
+                      {"cls", cls.data(), dcls.data(), D},
+                      {"pos", pos.data(), dpos.data(), T * D}});
+}
+
+TEST_CASE("cross-entropy with soft targets: value and gradient", "[layers][loss][grad]") {
+  const int B = 4, K = 5;
+  auto logits = random_vector(B * K, 2.0f, 70);
+  std::vector<float> targets(B * K), probs(B * K), dlogits(B * K, 0.0f);
+  const int32_t labels[B] = {0, 3, 4, 1};
+  make_targets(targets.data(), labels, B, K, 0.1f);
+  for (int b = 0; b < B; ++b) {
+    double s = 0;
+    for (int k = 0; k < K; ++k) s += targets[b * K + k];
+    CHECK(s == Approx(1.0));
+    CHECK(targets[b * K + labels[b]] == Approx(0.9 + 0.1 / K));
+  }
+  // Against the definition: mean over the batch of -sum t log softmax(z).
+  double expected = 0;
+  for (int b = 0; b < B; ++b) {
+    double z = 0;
+    for (int k = 0; k < K; ++k) z += std::exp(double(logits[b * K + k]));
+    for (int k = 0; k < K; ++k) expected -= targets[b * K + k] * (logits[b * K + k] - std::log(z));
+  }
+  CHECK(cross_entropy_forward(probs.data(), logits.data(), targets.data(), B, K) ==
+        Approx(expected / B).epsilon(1e-5));
+  auto f = [&] { return double(cross_entropy_forward(probs.data(), logits.data(), targets.data(), B, K)); };
+  f();
+  cross_entropy_backward(dlogits.data(), probs.data(), targets.data(), B, K);
+  check_gradients(f, {{"logits", logits.data(), dlogits.data(), B * K}}, 1e-3, 2e-2, 1e-4);
+}
+
+TEST_CASE("cross-entropy stays finite for extreme logits", "[layers][loss]") {
+  const float logits[3] = {1000.0f, -1000.0f, 0.0f};
+  const float targets[3] = {0.0f, 1.0f, 0.0f};
+  float probs[3];
+  const float loss = cross_entropy_forward(probs, logits, targets, 1, 3);
+  CHECK(std::isfinite(loss));
+  CHECK(loss == Approx(2000.0f));
+}

@@ -1,0 +1,43 @@
+#pragma once
+// Shared test helpers: a scratch directory per test, and running the minivit program.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace minivit_test {
+
+// A fresh empty directory under the system temp dir, removed when the object dies.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag) {
+    path = std::filesystem::temp_directory_path() /
+           ("minivit_test_" + tag + "_" + std::to_string(::getpid()) + "_" +
+            std::to_string(counter()++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string str(const std::string& child = "") const {
+    return child.empty() ? path.string() : (path / child).string();
+  }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+};
+
+struct RunResult {
+  int exit_code;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs the minivit executable with `args` (already shell-quoted as needed).
+RunResult run_minivit(const std::string& args);
+
+}  // namespace minivit_test
