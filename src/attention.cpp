@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "minivit/dropout.h"
+#include "minivit/fastmath.h"
 #include "minivit/gemm.h"
 
 namespace minivit {
@@ -39,7 +40,7 @@ void attention_forward(float* out, float* att, uint8_t* att_mask, const float* q
         for (int j = 1; j < T; ++j) maxv = row[j] > maxv ? row[j] : maxv;
         float sum = 0.0f;
         for (int j = 0; j < T; ++j) {
-          row[j] = std::exp(row[j] - maxv);
+          row[j] = fast_exp(row[j] - maxv);
           sum += row[j];
         }
         const float inv = 1.0f / sum;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "minivit/fastmath.h"
+
 namespace minivit {
 
 static constexpr float kInvSqrt2 = 0.70710678118654752f;
@@ -11,7 +13,7 @@ void gelu_forward(float* out, const float* inp, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {
     const float x = inp[i];
-    out[i] = 0.5f * x * (1.0f + std::erf(x * kInvSqrt2));
+    out[i] = 0.5f * x * (1.0f + fast_erf(x * kInvSqrt2));
   }
 }
 
@@ -19,8 +21,8 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) 
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {
     const float x = inp[i];
-    const float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
-    const float pdf = kInvSqrt2Pi * std::exp(-0.5f * x * x);
+    const float cdf = 0.5f * (1.0f + fast_erf(x * kInvSqrt2));
+    const float pdf = kInvSqrt2Pi * fast_exp(-0.5f * x * x);
     dinp[i] += dout[i] * (cdf + x * pdf);
   }
 }

@@ -3,6 +3,8 @@
 #include <omp.h>
 
 #include <cstdint>
+#include <cstddef>
+#include <vector>
 
 #include "minivit/gemm.h"
 
@@ -29,14 +31,11 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
   if (dinp) gemm(false, false, R, I, O, 1.0f, dout, O, weight, I, 1.0f, dinp, I);  // dinp += dout . W
   gemm(true, false, O, I, R, 1.0f, dout, O, inp, I, 1.0f, dweight, I);  // dW += dout^T . inp
   if (dbias) {
-    // Column sums; each thread owns a block of columns, so no reduction is needed and
-    // the summation order is fixed.
-#pragma omp parallel for schedule(static) if (int64_t(R) * O > 65536)
-    for (int o = 0; o < O; ++o) {
-      float sum = 0.0f;
-      for (int r = 0; r < R; ++r) sum += dout[int64_t(r) * O + o];
-      dbias[o] += sum;
-    }
+    // Column sums of dout as the product ones(1, R) . dout: BLAS reads dout row by row,
+    // where a plain loop over columns would stride through memory.
+    static std::vector<float> ones;  // grows to the largest R once, then never reallocates
+    if (ones.size() < size_t(R)) ones.assign(size_t(R), 1.0f);
+    gemm(true, false, 1, O, R, 1.0f, ones.data(), 1, dout, O, 1.0f, dbias, O);  // db += 1^T . dout
   }
 }
 

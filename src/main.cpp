@@ -49,6 +49,15 @@ int main(int argc, char** argv) {
       "info", "Show a checkpoint's config, parameter count, step and accuracy.");
   info_cmd->add_option("FILE", info_path, "A .safetensors file")->required();
 
+  minivit::BenchOptions bench;
+  CLI::App* bench_cmd = app.add_subcommand(
+      "bench", "Measure training and evaluation speed at a config's shapes (synthetic data).");
+  bench_cmd->add_option("--config", bench.config_path, "TOML config file")->required();
+  bench_cmd->add_option("--set", bench.sets, "Override one key (repeatable)");
+  bench_cmd->add_option("--steps", bench.steps, "Timed training steps and evaluation batches (default 20)");
+  bench_cmd->add_option("--warmup", bench.warmup, "Untimed steps first (default 3)");
+  bench_cmd->add_option("--json", bench.json_path, "Also write the results as JSON to this file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -59,6 +68,7 @@ int main(int argc, char** argv) {
     if (*train_cmd) return minivit::run_train(train);
     if (*eval_cmd) return minivit::run_eval(eval);
     if (*info_cmd) return minivit::run_info(info_path);
+    if (*bench_cmd) return minivit::run_bench(bench);
   } catch (const minivit::Error& e) {
     std::fprintf(stderr, "minivit: error: %s\n", e.what());
     return 1;

@@ -375,3 +375,12 @@ double vit_forward_flops(const ModelConfig& c) {
 }
 
 }  // namespace minivit
+
+namespace minivit {
+
+double vit_train_flops(const ModelConfig& c) {
+  const double patch_input_grad = 2.0 * c.patches() * c.patch_len() * c.dim;
+  return 3 * vit_forward_flops(c) - patch_input_grad;
+}
+
+}  // namespace minivit

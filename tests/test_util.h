@@ -41,3 +41,20 @@ struct RunResult {
 RunResult run_minivit(const std::string& args);
 
 }  // namespace minivit_test
+
+namespace minivit_test {
+
+// Writes a small learnable dataset as raw IDX files into `dir` (train-*/t10k-* names):
+// size x size grey images, class k marked by a bright square at a class-specific position
+// over seeded noise.
+void write_tiny_idx_dataset(const std::string& dir, int n_train, int n_test, int size,
+                            int classes, uint64_t seed = 1);
+
+// A TOML config for a tiny model on that dataset; `extra` is appended (more keys).
+std::string tiny_config_toml(const std::string& data_dir, const std::string& out_dir,
+                             int size = 8, int classes = 4);
+
+void write_text(const std::string& path, const std::string& text);
+std::string read_text(const std::string& path);
+
+}  // namespace minivit_test

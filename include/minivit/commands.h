@@ -26,4 +26,13 @@ int run_eval(const EvalOptions& options);
 
 int run_info(const std::string& path);
 
+struct BenchOptions {
+  std::string config_path;
+  std::vector<std::string> sets;
+  int steps = 20;   // timed training steps and evaluation batches
+  int warmup = 3;
+  std::string json_path;
+};
+int run_bench(const BenchOptions& options);
+
 }  // namespace minivit

@@ -136,4 +136,9 @@ void vit_backward(ViT& model, Activations& acts, int B);
 // matrix products and attention, which are all but a sliver of the work.
 double vit_forward_flops(const ModelConfig& config);
 
+// Forward plus backward for one image: backward costs two products per forward product
+// (input and weight gradients), less the input gradient of the patch projection, which is
+// never needed.
+double vit_train_flops(const ModelConfig& config);
+
 }  // namespace minivit
