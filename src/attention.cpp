@@ -37,13 +37,16 @@ void attention_forward(float* out, float* att, uint8_t* att_mask, const float* q
       for (int i = 0; i < T; ++i) {  // row softmax, shifted by the row max for stability
         float* row = P + int64_t(i) * T;
         float maxv = row[0];
+#pragma omp simd reduction(max : maxv)
         for (int j = 1; j < T; ++j) maxv = row[j] > maxv ? row[j] : maxv;
         float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
         for (int j = 0; j < T; ++j) {
           row[j] = fast_exp(row[j] - maxv);
           sum += row[j];
         }
         const float inv = 1.0f / sum;
+#pragma omp simd
         for (int j = 0; j < T; ++j) row[j] *= inv;
       }
       const float* P_used = P;
@@ -99,6 +102,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
           for (int j = 0; j < T; ++j) g[j] = m[j] ? g[j] * keep_scale : 0.0f;
         }
         float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
         for (int j = 0; j < T; ++j) dot += g[j] * p[j];
         for (int j = 0; j < T; ++j) g[j] = p[j] * (g[j] - dot);
       }

@@ -15,9 +15,11 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
     const float* x = inp + int64_t(r) * D;
     // Two passes over a row that sits in L1: exact variance without cancellation.
     float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
     for (int i = 0; i < D; ++i) sum += x[i];
     const float m = sum / D;
     float var = 0.0f;
+#pragma omp simd reduction(+ : var)
     for (int i = 0; i < D; ++i) {
       const float d = x[i] - m;
       var += d * d;
@@ -53,6 +55,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
       const float m = mean[r], s = rstd[r];
       // xhat = (x - m) * s;  dxhat = dy * weight
       float mean_dxhat = 0.0f, mean_dxhat_xhat = 0.0f;
+#pragma omp simd reduction(+ : mean_dxhat, mean_dxhat_xhat)
       for (int i = 0; i < D; ++i) {
         const float xhat = (x[i] - m) * s;
         const float dxhat = dy[i] * weight[i];

@@ -11,7 +11,9 @@
 namespace minivit {
 
 inline float fast_exp(float x) {
-  x = std::fmin(std::fmax(x, -87.0f), 88.0f);
+  // Clamp with comparisons: std::fmin/fmax are library calls that stop vectorisation.
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
   // x = n ln2 + r with |r| <= ln2 / 2, exp(x) = 2^n exp(r)
   const float n = std::floor(x * 1.44269504088896341f + 0.5f);
   const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 split hi + lo (Cephes)
