@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "minivit/dropout.h"
-#include "minivit/fastmath.h"
+#include "minivit/vecmath.h"
 #include "minivit/gemm.h"
 
 namespace minivit {
@@ -42,7 +42,7 @@ void attention_forward(float* out, float* att, uint8_t* att_mask, const float* q
         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
         for (int j = 0; j < T; ++j) {
-          row[j] = fast_exp(row[j] - maxv);
+          row[j] = expf(row[j] - maxv);
           sum += row[j];
         }
         const float inv = 1.0f / sum;

@@ -69,9 +69,12 @@ int run_bench(const BenchOptions& opt) {
   std::fprintf(stderr, "bench: %s, batch %d, %d tokens, %d threads, BLAS kernels %s\n",
                opt.config_path.c_str(), B, mc.tokens(), threads, blas_kernel_name());
   train_steps(opt.warmup, 0);
+  g_step_profile = StepProfile{true, 0.0};
   auto t0 = Clock::now();
   train_steps(opt.steps, opt.warmup);
   const double train_s = seconds_since(t0);
+  const double attention_share = g_step_profile.attention_seconds / train_s;
+  g_step_profile.enabled = false;
 
   for (int s = 0; s < opt.warmup; ++s) vit_forward(model, acts, images.data(), B, false, 0);
   t0 = Clock::now();
@@ -94,6 +97,8 @@ int run_bench(const BenchOptions& opt) {
   std::printf("sgemm  %6.1f GFLOP/s at (%d x %d x %d); %.1f MFLOP/image train, %.1f forward\n",
               sgemm, B * mc.tokens(), 3 * mc.dim, mc.dim, vit_train_flops(mc) / 1e6,
               vit_forward_flops(mc) / 1e6);
+  std::printf("attention core: %.1f%% of training time, %.1f%% of the FLOPs\n",
+              100 * attention_share, 100 * vit_attention_flop_share(mc));
   std::printf("threads %d, BLAS kernels %s, peak RSS %.0f MB, activations %.0f MB\n", threads,
               blas_kernel_name(), peak_rss_mb, acts.bytes() / 1048576.0);
   if (!opt.json_path.empty()) {
@@ -106,6 +111,8 @@ int run_bench(const BenchOptions& opt) {
                         {"eval_percent_of_sgemm", 100 * eval_gflops / sgemm},
                         {"train_mflop_per_image", vit_train_flops(mc) / 1e6},
                         {"forward_mflop_per_image", vit_forward_flops(mc) / 1e6},
+                        {"attention_time_share", attention_share},
+                        {"attention_flop_share", vit_attention_flop_share(mc)},
                         {"threads", threads},
                         {"batch_size", B},
                         {"tokens", mc.tokens()},

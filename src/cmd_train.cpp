@@ -233,7 +233,8 @@ int run_train(const TrainOptions& opt) {
     EpochPoint point{int(progress.epoch), train_loss, train_acc, NAN, NAN};
     std::string val_text = "no validation split";
     bool is_best = false;
-    if (!split.val.empty()) {
+    const bool validate_now = progress.epoch % config.train.eval_every == 0 || progress.step == total_steps;
+    if (!split.val.empty() && validate_now) {
       const EvalResult val = evaluate(model, acts, data.train, split.val, config.data.mean, config.data.std);
       progress.val_top1 = val.top1;
       is_best = val.top1 > progress.best_val_top1;
@@ -243,9 +244,11 @@ int run_train(const TrainOptions& opt) {
       point.val_loss = val.loss;
       point.val_acc = val.top1;
       val_text = strprintf("val loss %.4f  acc %.2f%%%s", val.loss, 100 * val.top1, is_best ? " (best)" : "");
-    } else {
+    } else if (split.val.empty()) {
       is_best = true;  // without a validation split the latest weights are the best we know
       progress.best_step = progress.step;
+    } else {
+      val_text = "validation every " + std::to_string(config.train.eval_every) + " epochs";
     }
     epoch_json["time"] = std::chrono::duration<double>(Clock::now() - run_start).count();
     save_all();

@@ -3,10 +3,7 @@
 #include <cblas.h>
 #include <omp.h>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 namespace minivit {
@@ -64,21 +61,14 @@ int num_threads() { return omp_get_max_threads(); }
 
 const char* blas_kernel_name() { return openblas_get_corename(); }
 
-void select_blas_kernels(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE")) return;
-  if (strcasecmp(openblas_get_corename(), "prescott") != 0) return;  // detection worked
+const char* preferred_blas_kernels() {
+  if (strcasecmp(openblas_get_corename(), "prescott") != 0) return nullptr;  // detection worked
   __builtin_cpu_init();
-  const char* family = nullptr;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-    family = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    family = "Haswell";
-  if (!family) return;
-  // Set before exec, so a restarted process that still reports Prescott does not loop.
-  setenv("OPENBLAS_CORETYPE", family, 1);
-  ::execv("/proc/self/exe", argv);
-  unsetenv("OPENBLAS_CORETYPE");  // exec failed: carry on with the generic kernels
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return nullptr;
 }
 
 }  // namespace minivit

@@ -1,6 +1,7 @@
 #include "minivit/vit.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -225,6 +226,21 @@ static void add_into(float* out, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+StepProfile g_step_profile;
+
+// Times a scope into g_step_profile.attention_seconds when profiling is on.
+struct AttentionTimer {
+  std::chrono::steady_clock::time_point start;
+  AttentionTimer() {
+    if (g_step_profile.enabled) start = std::chrono::steady_clock::now();
+  }
+  ~AttentionTimer() {
+    if (g_step_profile.enabled)
+      g_step_profile.attention_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+};
+
 // Sites of dropout inside one block, so that every mask has its own stream.
 enum DropoutSite : uint64_t { kSiteAttention = 0, kSiteProj = 1, kSiteGelu = 2, kSiteFc2 = 3 };
 
@@ -256,8 +272,11 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
     layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, bw.norm1_w,
                       bw.norm1_b, BT, D);
     linear_forward(a.qkv.data(), a.ln1.data(), bw.qkv_w, bw.qkv_b, BT, D, 3 * D);
-    attention_forward(a.att_out.data(), a.att.data(), a.att_mask.data(), a.qkv.data(), B, T, D,
-                      H, p_att, key(kSiteAttention));
+    {
+      AttentionTimer timer;
+      attention_forward(a.att_out.data(), a.att.data(), a.att_mask.data(), a.qkv.data(), B, T, D,
+                        H, p_att, key(kSiteAttention));
+    }
     linear_forward(branch, a.att_out.data(), bw.proj_w, bw.proj_b, BT, D, D);
     dropout_forward(branch, a.proj_mask.data(), branch, int64_t(BT) * D, p, key(kSiteProj));
     add_into(a.resid_mid.data(), x, branch, int64_t(BT) * D);
@@ -349,8 +368,11 @@ void vit_backward(ViT& model, Activations& acts, int B) {
     linear_backward(acts.datt_out.data(), bg.proj_w, bg.proj_b, dproj_out, a.att_out.data(),
                     bw.proj_w, BT, D, D);
     zero(acts.dqkv.data(), 3 * BTD);
-    attention_backward(acts.dqkv.data(), acts.datt_out.data(), a.qkv.data(), a.att.data(),
-                       a.att_mask.data(), B, T, D, H, p_att);
+    {
+      AttentionTimer timer;
+      attention_backward(acts.dqkv.data(), acts.datt_out.data(), a.qkv.data(), a.att.data(),
+                         a.att_mask.data(), B, T, D, H, p_att);
+    }
     zero(acts.dln.data(), BTD);
     linear_backward(acts.dln.data(), bg.qkv_w, bg.qkv_b, acts.dqkv.data(), a.ln1.data(),
                     bw.qkv_w, BT, D, 3 * D);
@@ -381,6 +403,15 @@ namespace minivit {
 double vit_train_flops(const ModelConfig& c) {
   const double patch_input_grad = 2.0 * c.patches() * c.patch_len() * c.dim;
   return 3 * vit_forward_flops(c) - patch_input_grad;
+}
+
+}  // namespace minivit
+
+namespace minivit {
+
+double vit_attention_flop_share(const ModelConfig& c) {
+  const double T = c.tokens(), D = c.dim;
+  return c.depth * 2 * 2 * T * T * D / vit_forward_flops(c);
 }
 
 }  // namespace minivit

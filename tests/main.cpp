@@ -2,9 +2,10 @@
 #include <catch2/catch.hpp>
 
 #include "minivit/gemm.h"
+#include "minivit/runtime.h"
 
 int main(int argc, char** argv) {
   // The tests check the kernels the program runs with.
-  minivit::select_blas_kernels(argv);
+  minivit::restart_with_tuned_runtime(argv);
   return Catch::Session().run(argc, argv);
 }

@@ -20,11 +20,10 @@ int num_threads();
 
 // OpenBLAS picks its kernels from the CPU model at load time; on a CPU newer than the
 // library it falls back to its generic SSE3 ("Prescott") kernels, several times slower.
-// When that happened and OPENBLAS_CORETYPE is not set, this restarts the program (execv of
-// /proc/self/exe with the same arguments) with OPENBLAS_CORETYPE naming the best kernel
-// family the CPU supports. Call first thing in main(). Returns only if no restart is needed
-// or possible. A user's own OPENBLAS_CORETYPE is always respected.
-void select_blas_kernels(char** argv);
+// Returns the kernel family to ask for through OPENBLAS_CORETYPE when that happened
+// ("SkylakeX" or "Haswell", whichever the CPU supports), or nullptr when the detected
+// kernels are fine. See runtime.h for how it is applied.
+const char* preferred_blas_kernels();
 
 // The kernel family in use ("SkylakeX", "Haswell", "Prescott", ...).
 const char* blas_kernel_name();

@@ -124,6 +124,15 @@ struct Activations {
   int64_t bytes() const;
 };
 
+// Where a step's time goes, for the benchmark: seconds spent in the attention core
+// (q k^T, softmax, dropout, P v and their backward) out of the whole forward/backward.
+// Accumulated only while `enabled`.
+struct StepProfile {
+  bool enabled = false;
+  double attention_seconds = 0.0;
+};
+extern StepProfile g_step_profile;
+
 // images (B, C, S, S), normalised. Leaves logits in acts.logits. `dropout_key` seeds the
 // dropout masks of this step (ignored when !training).
 void vit_forward(const ViT& model, Activations& acts, const float* images, int B, bool training,
@@ -140,5 +149,8 @@ double vit_forward_flops(const ModelConfig& config);
 // (input and weight gradients), less the input gradient of the patch projection, which is
 // never needed.
 double vit_train_flops(const ModelConfig& config);
+
+// The attention core's share of the forward FLOPs (q k^T and P v against everything).
+double vit_attention_flop_share(const ModelConfig& config);
 
 }  // namespace minivit

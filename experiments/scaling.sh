@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Throughput study: minivit and PyTorch (Debian's python3-torch, same machine, same OpenBLAS)
+# side by side, training and evaluating the default Fashion-MNIST model while one factor
+# varies: batch size, token count (patch size), depth, threads.
+# Writes experiments/scaling.md (a table) and experiments/scaling.jsonl (raw results).
+# Usage: experiments/scaling.sh [MINIVIT_EXE]   (run on an otherwise idle machine)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+minivit=${1:-build/minivit}
+config=configs/fashion_mnist.toml
+python=/usr/bin/python3
+torch_ok=0
+"$python" -c "import torch" 2>/dev/null && torch_ok=1
+out_md=experiments/scaling.md
+out_jsonl=experiments/scaling.jsonl
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+: > "$out_jsonl"
+
+# run NAME BATCH PATCH DEPTH THREADS
+run() {
+  local name=$1 batch=$2 patch=$3 depth=$4 threads=$5
+  local steps=$((2560 / batch)); ((steps < 5)) && steps=5
+  [[ $patch == 2 ]] && steps=$((steps / 2 > 3 ? steps / 2 : 3))
+  "$minivit" bench --config "$config" --steps $steps --warmup 2 --json "$tmp/m.json" \
+    --set train.batch_size=$batch --set model.patch_size=$patch --set model.depth=$depth \
+    --set train.threads=$threads > /dev/null 2>&1
+  local torch_json="null"
+  if ((torch_ok)); then
+    local tsteps=$((steps / 4 > 2 ? steps / 4 : 2))
+    "$python" tests/reference/torch_vit.py bench --batch-size $batch --patch-size $patch \
+      --depth $depth --threads $threads --steps $tsteps --warmup 1 --json "$tmp/t.json" > /dev/null 2>&1 &&
+      torch_json=$(cat "$tmp/t.json")
+  fi
+  "$python" - "$name" "$batch" "$patch" "$depth" "$threads" "$tmp/m.json" "$torch_json" >> "$out_jsonl" <<'PY'
+import json, sys
+name, batch, patch, depth, threads, mpath, tjson = sys.argv[1:]
+m = json.load(open(mpath))
+t = json.loads(tjson)
+print(json.dumps({"study": name, "batch": int(batch), "patch": int(patch), "tokens": m["tokens"],
+                  "depth": int(depth), "threads": int(threads), "minivit": m, "torch": t}))
+PY
+  echo "done: $name batch=$batch patch=$patch depth=$depth threads=$threads" >&2
+}
+
+for b in 32 64 128 256 512; do run batch $b 4 6 2; done
+for p in 7 4 2; do run tokens 128 $p 6 2; done
+for d in 3 6 12; do run depth 128 4 $d 2; done
+for t in 1 2; do run threads 128 4 6 $t; done
+
+"$python" - "$out_jsonl" "$out_md" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+cpu = sys.argv[3]
+lines = [f"Machine: {cpu}, 2 cores; BLAS kernels {rows[0]['minivit']['blas_kernels']}; "
+         f"sgemm {rows[0]['minivit']['sgemm_gflops']:.0f} GFLOP/s measured by minivit bench.", "",
+         "| study | batch | tokens | depth | threads | minivit train img/s | torch train img/s | ratio | minivit eval img/s | torch eval img/s | ratio | minivit train GFLOP/s | attention time share | attention FLOP share | minivit peak RSS MB | torch peak RSS MB |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+for r in rows:
+    m, t = r["minivit"], r["torch"] or {}
+    tt, te = t.get("train_img_per_s"), t.get("eval_img_per_s")
+    fmt = lambda v: f"{v:.0f}" if v else "-"
+    ratio = lambda a, b: f"{a / b:.1f}x" if b else "-"
+    lines.append(f"| {r['study']} | {r['batch']} | {r['tokens']} | {r['depth']} | {r['threads']} | "
+                 f"{m['train_img_per_s']:.0f} | {fmt(tt)} | {ratio(m['train_img_per_s'], tt)} | "
+                 f"{m['eval_img_per_s']:.0f} | {fmt(te)} | {ratio(m['eval_img_per_s'], te)} | "
+                 f"{m['gflops']:.1f} | {100 * m['attention_time_share']:.0f}% | {100 * m['attention_flop_share']:.0f}% | "
+                 f"{m['peak_rss_mb']:.0f} | {fmt(t.get('peak_rss_mb'))} |")
+open(sys.argv[2], "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY

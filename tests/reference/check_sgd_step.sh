@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One SGD step of minivit against the independent PyTorch implementation: both start from
+# the same weights (written by the reference in the checkpoint layout and loaded with
+# --init), take one plain SGD step on the same Fashion-MNIST batch, and every tensor's
+# update must agree to 1e-3 relative.
+# Usage: check_sgd_step.sh MINIVIT_EXE SOURCE_DIR [DATA_DIR]
+# Exits 77 (reported as skipped by CTest) when PyTorch or the dataset is not installed.
+set -euo pipefail
+minivit=$1
+source_dir=$2
+data=${3:-/usr/share/datasets/fashion-mnist}
+python=/usr/bin/python3
+if ! "$python" -c "import torch, numpy" 2>/dev/null; then
+  echo "skipped: $python cannot import torch and numpy (scripts/install-deps.sh --reference installs them)"
+  exit 77
+fi
+if [[ ! -e "$data/train-images-idx3-ubyte.gz" && ! -e "$data/train-images-idx3-ubyte" ]]; then
+  echo "skipped: no Fashion-MNIST at $data"
+  exit 77
+fi
+ref=("$python" "$source_dir/tests/reference/torch_vit.py")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+batch=32
+lr=0.1
+
+"${ref[@]}" init --seed 1 --out "$tmp/w.safetensors"
+"${ref[@]}" step --weights "$tmp/w.safetensors" --data "$data" --batch-size $batch --lr $lr \
+  --mean 0.2860 --std 0.3530 --out "$tmp/ref.safetensors"
+"$minivit" train --config "$source_dir/configs/fashion_mnist.toml" --init "$tmp/w.safetensors" \
+  --out "$tmp/run" --set data.path="$data" \
+  --set optim.name=sgd --set optim.lr=$lr --set optim.momentum=0 --set optim.weight_decay=0 \
+  --set optim.schedule=constant --set optim.warmup_steps=0 --set optim.clip_grad_norm=0 \
+  --set optim.label_smoothing=0 --set model.dropout=0 --set model.attention_dropout=0 \
+  --set data.shuffle=false --set data.augment=false --set data.val_fraction=0 \
+  --set train.max_steps=1 --set train.batch_size=$batch > "$tmp/train.log" 2>&1 ||
+  { cat "$tmp/train.log"; exit 1; }
+"${ref[@]}" compare "$tmp/run/last.safetensors" "$tmp/ref.safetensors" \
+  --base "$tmp/w.safetensors" --rtol 1e-3
