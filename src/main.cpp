@@ -7,9 +7,10 @@
 #include "minivit/commands.h"
 #include "minivit/error.h"
 #include "minivit/gemm.h"
+#include "minivit/runtime.h"
 
 int main(int argc, char** argv) {
-  minivit::select_blas_kernels(argv);
+  minivit::restart_with_tuned_runtime(argv);
   CLI::App app{
       "minivit " MINIVIT_VERSION
       ": a Vision Transformer trainer written from scratch.\n"
@@ -44,6 +45,41 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"test", "val", "train"}));
   eval_cmd->add_option("--json", eval.json_path, "Also write the results as JSON to this file");
 
+  minivit::AttentionOptions attention;
+  CLI::App* attention_cmd = app.add_subcommand(
+      "attention",
+      "Show where a checkpoint looks in one image: the softmax attention of every layer and "
+      "head (attention.npy, float32 [layers, heads, T, T], T = 1 + patches, CLS first), "
+      "attention rollout (rollout.npy, [grid, grid]), the normalised input (input.npy), "
+      "pictures (input.png, grid.png, rollout.png), summary.json and index.html.");
+  attention_cmd->add_option("--checkpoint", attention.checkpoint, "Checkpoint (.safetensors) written by train")
+      ->required();
+  attention_cmd->add_option("--image", attention.image,
+                            "Image file (PNG, JPEG, BMP, TGA...), converted to the model's channels and "
+                            "size and normalised as in training");
+  attention_cmd->add_option("--index", attention.index,
+                            "Or: image N of a split of the checkpoint's dataset (0-based)")
+      ->check(CLI::NonNegativeNumber);
+  attention_cmd->add_option("--split", attention.split, "Split for --index: test (default), val or train");
+  attention_cmd->add_option("--out", attention.out_dir, "Directory to write the files into (created if needed)")
+      ->required();
+  attention_cmd->add_option("--fusion", attention.fusion,
+                            "How rollout combines the heads of a layer: mean (default), max or min");
+  attention_cmd->add_option("--discard", attention.discard,
+                            "Rollout: zero this fraction of the smallest fused weights in each layer, "
+                            "never those on the CLS column (default 0)");
+
+  minivit::PredictOptions predict;
+  CLI::App* predict_cmd = app.add_subcommand(
+      "predict", "Classify image files: the top classes and their probabilities for each image.");
+  predict_cmd->add_option("--checkpoint", predict.checkpoint, "Checkpoint (.safetensors) written by train")
+      ->required();
+  predict_cmd->add_option("--topk", predict.topk, "Classes shown per image (default 5)");
+  predict_cmd->add_option("IMAGE", predict.images,
+                          "Image files (PNG, JPEG, BMP, TGA...), converted to the model's channels and "
+                          "size and normalised as in training")
+      ->required();
+
   std::string info_path;
   CLI::App* info_cmd = app.add_subcommand(
       "info", "Show a checkpoint's config, parameter count, step and accuracy.");
@@ -67,6 +103,8 @@ int main(int argc, char** argv) {
   try {
     if (*train_cmd) return minivit::run_train(train);
     if (*eval_cmd) return minivit::run_eval(eval);
+    if (*attention_cmd) return minivit::run_attention(attention);
+    if (*predict_cmd) return minivit::run_predict(predict);
     if (*info_cmd) return minivit::run_info(info_path);
     if (*bench_cmd) return minivit::run_bench(bench);
   } catch (const minivit::Error& e) {

@@ -136,7 +136,7 @@ TEST_CASE("a corrupted checkpoint is refused with a clear error", "[cli][checkpo
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }
 
-TEST_CASE("--init loads weights and checks names and shapes", "[cli][init]") {
+TEST_CASE("train with --init loads weights and checks names and shapes", "[cli][init]") {
   TinyRun& run = tiny_run();
   REQUIRE(run.train.exit_code == 0);
   TempDir tmp("init");

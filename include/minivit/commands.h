@@ -2,6 +2,7 @@
 // The commands of the minivit program, one source file each (cmd_*.cpp). main.cpp parses
 // the command line into these option structs and calls the matching run_* function; each
 // returns the process exit status and reports user errors by throwing minivit::Error.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,24 @@ struct EvalOptions {
 int run_eval(const EvalOptions& options);
 
 int run_info(const std::string& path);
+
+struct AttentionOptions {
+  std::string checkpoint;
+  std::string image;         // --image FILE, or
+  int64_t index = -1;        // --index N of `split` (-1: not given)
+  std::string split;         // --split test|val|train with --index (empty: test)
+  std::string out_dir;
+  std::string fusion = "mean";
+  double discard = 0.0;
+};
+int run_attention(const AttentionOptions& options);
+
+struct PredictOptions {
+  std::string checkpoint;
+  int topk = 5;
+  std::vector<std::string> images;
+};
+int run_predict(const PredictOptions& options);
 
 struct BenchOptions {
   std::string config_path;

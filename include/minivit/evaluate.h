@@ -29,6 +29,18 @@ EvalResult evaluate(const ViT& model, Activations& acts, const Dataset& data,
 
 nlohmann::json eval_to_json(const EvalResult& result, const std::vector<std::string>& class_names);
 
+// Softmax of one image's logits (K), in double so that probabilities of a confident model
+// still sum to 1 when printed.
+std::vector<double> class_probabilities(const float* logits, int K);
+
+struct ClassScore {
+  int index = 0;
+  double probability = 0.0;
+};
+// The k most probable classes, most probable first (ties: lower index first); k is capped
+// at the number of classes.
+std::vector<ClassScore> top_classes(const std::vector<double>& probs, int k);
+
 // A human-readable report: headline figures, per-class accuracy, confusion matrix.
 std::string format_eval_report(const EvalResult& result,
                                const std::vector<std::string>& class_names);

@@ -1,0 +1,55 @@
+// `minivit predict`: class probabilities for image files, through the same preprocessing
+// as `attention --image` (image_io.h) and the same normalisation as training.
+#include <algorithm>
+#include <cstdio>
+
+#include "minivit/checkpoint.h"
+#include "minivit/commands.h"
+#include "minivit/error.h"
+#include "minivit/evaluate.h"
+#include "minivit/gemm.h"
+#include "minivit/image_io.h"
+
+namespace minivit {
+
+int run_predict(const PredictOptions& opt) {
+  if (opt.images.empty()) throw Error("no images: give one or more IMAGE files after the options");
+  if (opt.topk < 1) throw Error("--topk " + std::to_string(opt.topk) + ": expected 1 or more");
+  Checkpoint ckpt = load_checkpoint(opt.checkpoint);
+  const Config& config = ckpt.config;
+  const ModelConfig& m = config.model;
+  set_num_threads(config.train.threads);
+
+  // Every file is read before any is classified, so a bad one fails the command before it
+  // prints a partial answer.
+  const size_t image_len = size_t(m.channels) * size_t(m.image_size) * size_t(m.image_size);
+  std::vector<float> inputs;
+  inputs.reserve(opt.images.size() * image_len);
+  for (const std::string& path : opt.images) {
+    const LoadedImage img = load_image_file(path, m.channels, m.image_size);
+    const std::vector<float> x = normalise_image(img.pixels, config.data.mean, config.data.std);
+    inputs.insert(inputs.end(), x.begin(), x.end());
+  }
+
+  const int n = int(opt.images.size());
+  const int max_batch = std::min(n, 64);
+  Activations acts(m, max_batch, false);
+  const int k = std::min(opt.topk, m.num_classes);
+  for (int start = 0; start < n; start += max_batch) {
+    const int B = std::min(max_batch, n - start);
+    vit_forward(*ckpt.model, acts, inputs.data() + size_t(start) * image_len, B, false, 0);
+    for (int b = 0; b < B; ++b) {
+      const std::vector<double> probs =
+          class_probabilities(acts.logits.data() + size_t(b) * size_t(m.num_classes), m.num_classes);
+      std::printf("%s%s\n", start + b ? "\n" : "", opt.images[size_t(start + b)].c_str());
+      for (const ClassScore& s : top_classes(probs, k)) {
+        const std::string name = size_t(s.index) < ckpt.class_names.size() ? ckpt.class_names[size_t(s.index)]
+                                                                           : std::to_string(s.index);
+        std::printf("  %.4f  %s\n", s.probability, name.c_str());
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace minivit

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# minivit's attention maps and rollout against the independent PyTorch implementation:
+# a checkpoint with the reference's weights (made by `train --init` with one step at a
+# vanishing learning rate, so it carries minivit's metadata), `minivit attention` on a
+# Fashion-MNIST test image, then torch_vit.py's attention on the very input minivit saw
+# (input.npy). Every weight of [layers, heads, T, T] must agree to 1e-4, and rollout.npy
+# must equal the rollout recomputed in NumPy from the PyTorch maps, for each fusion.
+# Usage: check_attention.sh MINIVIT_EXE SOURCE_DIR [DATA_DIR [CHECKPOINT]]
+#   CHECKPOINT: compare on this minivit checkpoint instead (for instance a trained one).
+# Exits 77 (reported as skipped by CTest) when PyTorch or the dataset is not installed.
+set -euo pipefail
+minivit=$1
+source_dir=$2
+data=${3:-/usr/share/datasets/fashion-mnist}
+checkpoint=${4:-}
+python=/usr/bin/python3
+if ! "$python" -c "import torch, numpy" 2>/dev/null; then
+  echo "skipped: $python cannot import torch and numpy (scripts/install-deps.sh --reference installs them)"
+  exit 77
+fi
+if [[ ! -e "$data/t10k-images-idx3-ubyte.gz" && ! -e "$data/t10k-images-idx3-ubyte" ]]; then
+  echo "skipped: no Fashion-MNIST at $data"
+  exit 77
+fi
+ref=("$python" "$source_dir/tests/reference/torch_vit.py")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+if [[ -z "$checkpoint" ]]; then
+  "${ref[@]}" init --seed 2 --out "$tmp/w.safetensors"
+  "$minivit" train --config "$source_dir/configs/fashion_mnist.toml" --init "$tmp/w.safetensors" \
+    --out "$tmp/run" --set data.path="$data" \
+    --set optim.name=sgd --set optim.lr=1e-30 --set optim.momentum=0 --set optim.weight_decay=0 \
+    --set optim.schedule=constant --set optim.warmup_steps=0 --set optim.clip_grad_norm=0 \
+    --set train.max_steps=1 --set train.batch_size=8 > "$tmp/train.log" 2>&1 ||
+    { cat "$tmp/train.log"; exit 1; }
+  checkpoint=$tmp/run/last.safetensors
+fi
+
+status=0
+for variant in "mean 0" "max 0.9" "min 0.5"; do
+  read -r fusion discard <<< "$variant"
+  out=$tmp/att_$fusion
+  "$minivit" attention --checkpoint "$checkpoint" --index 0 --out "$out" \
+    --fusion "$fusion" --discard "$discard" > "$tmp/attention.log" 2>&1 ||
+    { cat "$tmp/attention.log"; exit 1; }
+  "${ref[@]}" attention --weights "$checkpoint" --image-npy "$out/input.npy" \
+    --out "$tmp/ref_$fusion.npy" > /dev/null
+  "$python" - "$out" "$tmp/ref_$fusion.npy" "$fusion" "$discard" <<'PY' || status=1
+import sys
+import numpy as np
+
+out, ref_path, fusion, discard = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+mine = np.load(out + "/attention.npy")
+ref = np.load(ref_path)
+rollout = np.load(out + "/rollout.npy")
+
+
+def paper_rollout(att, fusion, discard):
+    """Abnar & Zuidema: fuse heads, drop the smallest entries (never column 0, the CLS
+    column), add I, renormalise rows, multiply up the layers; CLS row over the patches."""
+    L, H, T, _ = att.shape
+    joint = np.eye(T)
+    for layer in att.astype(np.float64):
+        a = {"mean": layer.mean(0), "max": layer.max(0), "min": layer.min(0)}[fusion]
+        rest = a[:, 1:].copy().ravel()
+        k = int(np.floor(discard * rest.size))
+        rest[np.argsort(rest, kind="stable")[:k]] = 0.0
+        a[:, 1:] = rest.reshape(T, T - 1)
+        a = a + np.eye(T)
+        a = a / a.sum(axis=-1, keepdims=True)
+        joint = a @ joint
+    G = int(round((T - 1) ** 0.5))
+    return joint[0, 1:].reshape(G, G)
+
+
+ok = mine.dtype == np.float32 and mine.shape == ref.shape and mine.ndim == 4
+diff = float(np.abs(mine.astype(np.float64) - ref).max()) if ok else float("inf")
+rows = float(np.abs(mine.sum(-1) - 1).max()) if ok else float("inf")
+want = paper_rollout(ref, fusion, discard)
+rdiff = float(np.abs(rollout - want).max()) if rollout.shape == want.shape else float("inf")
+ok = ok and diff <= 1e-4 and rows <= 1e-5 and rdiff <= 1e-4
+print("attention %s vs PyTorch: max |diff| %.2e, max |row sum - 1| %.1e; "
+      "rollout (fusion %s, discard %g) vs NumPy from PyTorch's maps: max |diff| %.2e: %s"
+      % (mine.shape, diff, rows, fusion, discard, rdiff, "PASS" if ok else "FAIL"))
+sys.exit(0 if ok else 1)
+PY
+done
+exit $status
