@@ -4,7 +4,7 @@
 The model is written by hand (timm is not available) but mirrors timm's
 VisionTransformer(global_pool='token', class_token=True, qkv_bias=True, no pre-norm,
 no fc_norm) closely enough that its state_dict names, shapes and numerics are the ones
-in /work/shared/CONTRACT.md. Its purpose is to be an oracle for the C++ code: gradients
+in the project README (timm VisionTransformer, global_pool="token"). Its purpose is to be an oracle for the C++ code: gradients
 (via `step` + `compare`), attention maps (`attention`) and speed (`bench`).
 
 Run with Debian's interpreter: /usr/bin/python3 torch_vit.py SUBCOMMAND --help
