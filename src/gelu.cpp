@@ -20,6 +20,20 @@ void gelu_forward(float* out, const float* inp, int64_t n) {
   }
 }
 
+void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int M) {
+#pragma omp parallel for schedule(static) if (R * M > 65536)
+  for (int64_t r = 0; r < R; ++r) {
+    float* h = pre + r * M;
+    float* y = out + r * M;
+#pragma omp simd
+    for (int m = 0; m < M; ++m) {
+      const float x = h[m] + bias[m];
+      h[m] = x;
+      y[m] = 0.5f * x * erfcf(-x * kInvSqrt2);
+    }
+  }
+}
+
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {

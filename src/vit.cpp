@@ -220,10 +220,21 @@ int64_t Activations::bytes() const {
 
 static void zero(float* p, int64_t n) { std::memset(p, 0, size_t(n) * sizeof(float)); }
 
-// out = a + b, elementwise (the residual adds).
-static void add_into(float* out, const float* a, const float* b, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+// out = x + branch (+ bias on every row, when the branch's linear layer left it out):
+// the residual adds, with the bias fused in to save a pass over the branch.
+static void residual_add(float* out, const float* x, const float* branch, const float* bias,
+                         int64_t R, int D) {
+#pragma omp parallel for schedule(static) if (R * D > 65536)
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t o = r * D;
+    if (bias) {
+#pragma omp simd
+      for (int d = 0; d < D; ++d) out[o + d] = x[o + d] + branch[o + d] + bias[d];
+    } else {
+#pragma omp simd
+      for (int d = 0; d < D; ++d) out[o + d] = x[o + d] + branch[o + d];
+    }
+  }
 }
 
 StepProfile g_step_profile;
@@ -277,20 +288,22 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
       attention_forward(a.att_out.data(), a.att.data(), a.att_mask.data(), a.qkv.data(), B, T, D,
                         H, p_att, key(kSiteAttention));
     }
-    linear_forward(branch, a.att_out.data(), bw.proj_w, bw.proj_b, BT, D, D);
+    // Without dropout the projection's bias is added in the residual pass instead.
+    const bool fuse_bias = p == 0.0f;
+    linear_forward(branch, a.att_out.data(), bw.proj_w, fuse_bias ? nullptr : bw.proj_b, BT, D, D);
     dropout_forward(branch, a.proj_mask.data(), branch, int64_t(BT) * D, p, key(kSiteProj));
-    add_into(a.resid_mid.data(), x, branch, int64_t(BT) * D);
+    residual_add(a.resid_mid.data(), x, branch, fuse_bias ? bw.proj_b : nullptr, BT, D);
 
     // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
     layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.resid_mid.data(),
                       bw.norm2_w, bw.norm2_b, BT, D);
-    linear_forward(a.fc1.data(), a.ln2.data(), bw.fc1_w, bw.fc1_b, BT, D, M);
-    gelu_forward(a.fc2_in.data(), a.fc1.data(), int64_t(BT) * M);
+    linear_forward(a.fc1.data(), a.ln2.data(), bw.fc1_w, nullptr, BT, D, M);
+    bias_gelu_forward(a.fc2_in.data(), a.fc1.data(), bw.fc1_b, BT, M);
     dropout_forward(a.fc2_in.data(), a.gelu_mask.data(), a.fc2_in.data(), int64_t(BT) * M, p,
                     key(kSiteGelu));
-    linear_forward(branch, a.fc2_in.data(), bw.fc2_w, bw.fc2_b, BT, M, D);
+    linear_forward(branch, a.fc2_in.data(), bw.fc2_w, fuse_bias ? nullptr : bw.fc2_b, BT, M, D);
     dropout_forward(branch, a.fc2_mask.data(), branch, int64_t(BT) * D, p, key(kSiteFc2));
-    add_into(x_next, a.resid_mid.data(), branch, int64_t(BT) * D);
+    residual_add(x_next, a.resid_mid.data(), branch, fuse_bias ? bw.fc2_b : nullptr, BT, D);
   }
 
   // The head reads only the CLS token, so the final LayerNorm runs on those rows alone.
