@@ -82,6 +82,7 @@ int run_train(const TrainOptions& opt) {
   if (resuming && !file_exists(resume_path))
     throw Error(resume_path + ": no resume state here; is --resume the run directory of an earlier `minivit train`?");
   ensure_writable_dir(out_dir);
+  remove_stale_temporaries(out_dir);  // left by a run that was killed mid-write
   if (!resuming && file_exists(path_in(out_dir, "resume.safetensors")))
     throw Error(out_dir + ": already holds a training run; continue it with --resume " + out_dir +
                 " or choose another --out");

@@ -20,4 +20,8 @@ void ensure_writable_dir(const std::string& dir);
 
 bool file_exists(const std::string& path);
 
+// Removes "NAME.tmp.PID" files in `dir` whose writer process no longer exists (killed
+// mid-write); returns how many were removed. Files of live processes are left alone.
+int remove_stale_temporaries(const std::string& dir);
+
 }  // namespace minivit
