@@ -222,6 +222,7 @@ TEST_CASE("a run stopped by SIGTERM and resumed ends bit-identical to an uninter
   posix_spawn_file_actions_addopen(&actions, 2, tmp.str("b.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   pid_t pid;
   REQUIRE(posix_spawn(&pid, MINIVIT_EXE, &actions, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&actions);
   // Wait for the first epoch to be logged, then interrupt.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
