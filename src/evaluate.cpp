@@ -14,7 +14,7 @@ EvalResult evaluate(const ViT& model, Activations& acts, const Dataset& data,
                     const std::vector<float>& std) {
   const ModelConfig& c = model.config;
   const int K = c.num_classes;
-  const int max_b = acts.max_batch;
+  const int max_b = std::min(acts.max_batch, kEvalChunk);
   const int64_t image_len = int64_t(c.channels) * c.image_size * c.image_size;
   std::vector<float> images(size_t(max_b * image_len));
   std::vector<int32_t> labels(static_cast<size_t>(max_b));

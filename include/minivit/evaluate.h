@@ -22,7 +22,12 @@ struct EvalResult {
   std::vector<std::vector<int64_t>> confusion;   // (K, K) [true][predicted]
 };
 
-// Runs `model` in eval mode over data[indices] in batches of acts.max_batch.
+// Evaluation forwards at most this many images at a time, whatever the training batch:
+// a block's activations then stay in the L2 cache, measured 5-10% faster than 128 at the
+// default model's shapes. Results do not depend on it (every row is computed on its own).
+constexpr int kEvalChunk = 64;
+
+// Runs `model` in eval mode over data[indices] in chunks of min(acts.max_batch, kEvalChunk).
 EvalResult evaluate(const ViT& model, Activations& acts, const Dataset& data,
                     const std::vector<int64_t>& indices, const std::vector<float>& mean,
                     const std::vector<float>& std);
