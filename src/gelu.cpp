@@ -12,14 +12,6 @@ static constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 // Phi(x) = 0.5 (1 + erf(x / sqrt 2)) = 0.5 erfc(-x / sqrt 2): the erfc form keeps full
 // relative precision in the negative tail, where 1 + erf cancels.
 
-void gelu_forward(float* out, const float* inp, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = inp[i];
-    out[i] = 0.5f * x * erfcf(-x * kInvSqrt2);
-  }
-}
-
 void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int M) {
 #pragma omp parallel for schedule(static) if (R * M > 65536)
   for (int64_t r = 0; r < R; ++r) {

@@ -1,6 +1,7 @@
 // Finite-difference checks of every layer's backward, and the forward definitions they
 // rest on (LayerNorm statistics, exact GELU, dropout's keep rate and scale).
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -96,23 +97,38 @@ TEST_CASE("layernorm backward matches finite differences", "[layers][layernorm][
 
 TEST_CASE("gelu is the exact erf form", "[layers][gelu]") {
   const float x[5] = {-3.0f, -1.0f, 0.0f, 0.5f, 2.0f};
-  float y[5];
-  gelu_forward(y, x, 5);
+  float pre[5], y[5];
+  const float zero_bias[5] = {0, 0, 0, 0, 0};
+  std::copy(x, x + 5, pre);
+  bias_gelu_forward(y, pre, zero_bias, 1, 5);
   for (int i = 0; i < 5; ++i)
     CHECK(y[i] == Approx(0.5 * x[i] * (1 + std::erf(x[i] / std::sqrt(2.0)))).epsilon(2e-6));
   CHECK(y[1] == Approx(-0.15865525393145707).epsilon(1e-6));  // torch.nn.functional.gelu(-1.)
 }
 
+TEST_CASE("the fused bias is added on every row and kept for backward", "[layers][gelu]") {
+  const float bias[3] = {0.5f, -1.0f, 2.0f};
+  float pre[6] = {0, 0, 0, 1, 1, 1}, y[6];
+  bias_gelu_forward(y, pre, bias, 2, 3);
+  const float expected_pre[6] = {0.5f, -1.0f, 2.0f, 1.5f, 0.0f, 3.0f};
+  for (int i = 0; i < 6; ++i) {
+    CHECK(pre[i] == expected_pre[i]);
+    CHECK(y[i] == Approx(0.5 * pre[i] * (1 + std::erf(pre[i] / std::sqrt(2.0)))).epsilon(2e-6));
+  }
+}
+
 TEST_CASE("gelu backward matches finite differences", "[layers][gelu][grad]") {
-  const int n = 64;
-  auto x = random_vector(n, 2.0f, 20), g = random_vector(n, 1.0f, 21);
-  std::vector<float> y(n), dx(n, 0.0f);
+  const int R = 4, M = 16, n = R * M;
+  auto x = random_vector(n, 2.0f, 20), g = random_vector(n, 1.0f, 21),
+       bias = random_vector(M, 0.5f, 22);
+  std::vector<float> pre(n), y(n), dx(n, 0.0f);
   auto f = [&] {
-    gelu_forward(y.data(), x.data(), n);
+    pre = x;
+    bias_gelu_forward(y.data(), pre.data(), bias.data(), R, M);
     return dot(y.data(), g.data(), n);
   };
   f();
-  gelu_backward(dx.data(), x.data(), g.data(), n);
+  gelu_backward(dx.data(), pre.data(), g.data(), n);  // d/dpre = d/dx: the bias is a shift
   check_gradients(f, {{"x", x.data(), dx.data(), n}}, 1e-3);
 }
 

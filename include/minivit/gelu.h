@@ -5,9 +5,7 @@
 
 namespace minivit {
 
-void gelu_forward(float* out, const float* inp, int64_t n);
-
-// The bias of the linear layer before GELU, fused into the same pass:
+// GELU with the bias of the linear layer before it fused into the same pass:
 //   pre (R, M) += bias (M) on every row;  out = gelu(pre)
 // pre keeps the biased value, which is what gelu_backward needs.
 void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int M);
