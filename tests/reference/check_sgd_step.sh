@@ -9,18 +9,7 @@ set -euo pipefail
 minivit=$1
 source_dir=$2
 data=${3:-/usr/share/datasets/fashion-mnist}
-python=/usr/bin/python3
-if ! "$python" -c "import torch, numpy" 2>/dev/null; then
-  echo "skipped: $python cannot import torch and numpy (scripts/install-deps.sh --reference installs them)"
-  exit 77
-fi
-if [[ ! -e "$data/train-images-idx3-ubyte.gz" && ! -e "$data/train-images-idx3-ubyte" ]]; then
-  echo "skipped: no Fashion-MNIST at $data"
-  exit 77
-fi
-ref=("$python" "$source_dir/tests/reference/torch_vit.py")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$source_dir/tests/reference/common.sh"
 batch=32
 lr=0.1
 

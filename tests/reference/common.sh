@@ -1,0 +1,17 @@
+# Sourced by the check_*.sh scripts after they set `source_dir` and `data`: skips the check
+# (exit 77, reported as skipped by CTest) when PyTorch or the dataset is missing, and sets
+# `python`, `ref` (the reference command) and `tmp` (a scratch directory removed on exit).
+python=/usr/bin/python3
+if ! "$python" -c "import torch, numpy" 2>/dev/null; then
+  echo "skipped: $python cannot import torch and numpy (scripts/install-deps.sh --reference installs them)"
+  exit 77
+fi
+for split in train t10k; do
+  if [[ ! -e "$data/$split-images-idx3-ubyte.gz" && ! -e "$data/$split-images-idx3-ubyte" ]]; then
+    echo "skipped: no Fashion-MNIST at $data"
+    exit 77
+  fi
+done
+ref=("$python" "$source_dir/tests/reference/torch_vit.py")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
