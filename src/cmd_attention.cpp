@@ -36,7 +36,7 @@ static SourceImage image_from_file(const std::string& path, const Config& config
 // its images, so "--split val --index 3" is the fourth validation image of that run.
 static SourceImage image_from_dataset(const Checkpoint& ckpt, const std::string& split, int64_t n) {
   const Config& config = ckpt.config;
-  DataSplits data = load_data(config.data);
+  DataSplits data = load_data(config.data, config.model);
   const Dataset& set = split == "test" ? data.test : data.train;
   check_data_fits_model(set, config.model, config.data.path + " (" + split + " split)");
   std::vector<int64_t> indices;

@@ -20,7 +20,7 @@ int run_eval(const EvalOptions& opt) {
     throw Error("--split: '" + opt.split + "' is not one of test, val, train");
   set_num_threads(config.train.threads);
 
-  DataSplits data = load_data(config.data);
+  DataSplits data = load_data(config.data, config.model);
   const Dataset& source = opt.split == "test" ? data.test : data.train;
   check_data_fits_model(source, config.model, config.data.path + " (" + opt.split + " split)");
   std::vector<int64_t> indices;

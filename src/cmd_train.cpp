@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "minivit/batcher.h"
 #include "minivit/checkpoint.h"
 #include "minivit/commands.h"
 #include "minivit/cross_entropy.h"
@@ -89,7 +90,7 @@ int run_train(const TrainOptions& opt) {
   const int threads = set_num_threads(config.train.threads);
 
   // --- data ------------------------------------------------------------------------------
-  DataSplits data = load_data(config.data);
+  DataSplits data = load_data(config.data, config.model);
   check_data_fits_model(data.train, config.model, config.data.path + " (train split)");
   check_data_fits_model(data.test, config.model, config.data.path + " (test split)");
   const TrainValSplit split =
@@ -143,12 +144,8 @@ int run_train(const TrainOptions& opt) {
   std::signal(SIGTERM, on_stop_signal);
 
   // --- the loop -----------------------------------------------------------------------
-  const ModelConfig& mc = config.model;
-  const int K = mc.num_classes;
-  const int64_t image_len = int64_t(mc.channels) * mc.image_size * mc.image_size;
-  Tensor2 images = Tensor2::from_shape({size_t(B), size_t(image_len)});
-  Tensor2 targets = Tensor2::from_shape({size_t(B), size_t(K)});
-  std::vector<int32_t> labels(static_cast<size_t>(B));
+  TrainBatches batches(data.train, split.train, config, steps_per_epoch);
+  BatchPrefetcher prefetcher(batches);
   ProgressLine line;
   const auto run_start = Clock::now();
   double train_seconds = 0.0;
@@ -167,18 +164,15 @@ int run_train(const TrainOptions& opt) {
 
   while (progress.step < total_steps && !g_stop_requested) {
     const int64_t epoch = progress.step / steps_per_epoch;
-    const std::vector<int64_t> order =
-        epoch_order(split.train, config.data.shuffle, config.train.seed, epoch);
     const auto epoch_start = Clock::now();
     for (int64_t pos = progress.step % steps_per_epoch;
          pos < steps_per_epoch && progress.step < total_steps && !g_stop_requested; ++pos) {
       const auto t0 = Clock::now();
-      fill_batch(images.data(), labels.data(), data.train, order.data() + pos * B, B,
-                 config.data.mean, config.data.std);
-      make_targets(targets.data(), labels.data(), B, K, config.optim.label_smoothing);
+      const Batch& batch = prefetcher.get(progress.step);
       const float lr = learning_rate(config.optim, progress.step, total_steps);
-      const StepResult r = train_step(model, acts, optimizer, images.data(), targets.data(),
-                                      labels.data(), B, lr, config.optim.clip_grad_norm,
+      const StepResult r = train_step(model, acts, optimizer, batch.images.data(),
+                                      batch.targets.data(), batch.labels.data(), B, lr,
+                                      config.optim.clip_grad_norm,
                                       rng_key(config.train.seed, kRngDropout, uint64_t(progress.step)));
       if (!r.finite) {
         line.finish();

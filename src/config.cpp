@@ -64,6 +64,14 @@ std::vector<Field> fields_of(Config& c) {
       {"data", "augment", &c.data.augment},
       {"data", "val_fraction", &c.data.val_fraction},
       {"data", "class_names", &c.data.class_names},
+      {"data", "label", &c.data.label},
+      {"data", "resize", &c.data.resize},
+      {"data", "crop_padding", &c.data.crop_padding},
+      {"data", "hflip", &c.data.hflip},
+      {"data", "erasing", &c.data.erasing},
+      {"data", "mixup", &c.data.mixup},
+      {"data", "cutmix", &c.data.cutmix},
+      {"data", "mix_prob", &c.data.mix_prob},
       {"optim", "name", &c.optim.name},
       {"optim", "lr", &c.optim.lr},
       {"optim", "weight_decay", &c.optim.weight_decay},
@@ -444,6 +452,18 @@ class ConfigChecker {
     for (float s : d.std)
       if (!(s > 0)) fail_at("data.std", "expected values > 0, got " + to_toml_text(d.std));
     unit_interval("data.val_fraction", d.val_fraction);
+    one_of("data.label", d.label, {"fine", "coarse"});
+    either(d.crop_padding >= 0 && d.crop_padding < m.image_size,
+           "data.crop_padding", "expected 0 (off) up to model.image_size - 1 = " +
+                                    std::to_string(m.image_size - 1) + ", got " +
+                                    std::to_string(d.crop_padding),
+           "model.image_size", std::to_string(m.image_size) + " is not larger than data.crop_padding = " +
+                                   std::to_string(d.crop_padding));
+    probability("data.hflip", d.hflip);
+    probability("data.erasing", d.erasing);
+    at_least("data.mixup", d.mixup, 0.0f);
+    at_least("data.cutmix", d.cutmix, 0.0f);
+    probability("data.mix_prob", d.mix_prob);
     size_t classes = static_cast<size_t>(m.num_classes);
     either(d.class_names.empty() || d.class_names.size() == classes,
            "data.class_names", "expected " + std::to_string(classes) +
@@ -524,6 +544,11 @@ class ConfigChecker {
     if (!(value >= minimum))
       fail_at(name, "expected a value >= " + to_toml_text(minimum) + ", got " +
                         to_toml_text(value));
+  }
+
+  void probability(const std::string& name, float value) const {
+    if (!(value >= 0.0f && value <= 1.0f))
+      fail_at(name, "expected a probability in [0, 1], got " + format_float(value));
   }
 
   void unit_interval(const std::string& name, float value) const {

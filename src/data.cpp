@@ -9,11 +9,12 @@
 
 namespace minivit {
 
-DataSplits load_data(const DataConfig& data) {
+DataSplits load_data(const DataConfig& data, const ModelConfig& model) {
   DataSplits splits;
   if (data.format == "idx") {
     splits = load_idx_dir(data.path);
   } else {
+    (void)model;
     throw Error("data.format: '" + data.format + "' is not supported by this build (expected idx)");
   }
   if (!data.class_names.empty()) {
@@ -69,23 +70,30 @@ std::vector<int64_t> epoch_order(const std::vector<int64_t>& indices, bool shuff
   return order;
 }
 
+Normaliser::Normaliser(const std::vector<float>& mean, const std::vector<float>& std) {
+  for (size_t c = 0; c < mean.size() && c < std.size(); ++c) {
+    scale.push_back(1.0f / (255.0f * std[c]));
+    shift.push_back(-mean[c] / std[c]);
+  }
+}
+
+void Normaliser::apply(float* dst, const uint8_t* src, int C, int64_t plane) const {
+  for (int c = 0; c < C; ++c) {
+    const float a = scale[size_t(c)], b = shift[size_t(c)];
+    for (int64_t i = 0; i < plane; ++i) dst[c * plane + i] = float(src[c * plane + i]) * a + b;
+  }
+}
+
 void fill_batch(float* images, int32_t* labels, const Dataset& data, const int64_t* indices,
                 int B, const std::vector<float>& mean, const std::vector<float>& std) {
   const int C = data.channels();
   const int64_t plane = int64_t(data.height()) * data.width();
   const int64_t image_len = C * plane;
-  float scale[16], shift[16];  // per channel: x * scale + shift
-  for (int c = 0; c < C && c < 16; ++c) {
-    scale[c] = 1.0f / (255.0f * std[size_t(c)]);
-    shift[c] = -mean[size_t(c)] / std[size_t(c)];
-  }
+  const Normaliser normaliser(mean, std);
 #pragma omp parallel for schedule(static) if (B >= 32)
   for (int b = 0; b < B; ++b) {
-    const uint8_t* src = data.images.data() + indices[b] * image_len;
-    float* dst = images + int64_t(b) * image_len;
-    for (int c = 0; c < C; ++c)
-      for (int64_t i = 0; i < plane; ++i)
-        dst[c * plane + i] = float(src[c * plane + i]) * scale[c] + shift[c];
+    normaliser.apply(images + int64_t(b) * image_len, data.images.data() + indices[b] * image_len,
+                     C, plane);
     labels[b] = data.labels[size_t(indices[b])];
   }
 }

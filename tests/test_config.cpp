@@ -34,6 +34,14 @@ void require_same(const Config& a, const Config& b) {
   CHECK(a.data.augment == b.data.augment);
   CHECK(a.data.val_fraction == b.data.val_fraction);
   CHECK(a.data.class_names == b.data.class_names);
+  CHECK(a.data.label == b.data.label);
+  CHECK(a.data.resize == b.data.resize);
+  CHECK(a.data.crop_padding == b.data.crop_padding);
+  CHECK(a.data.hflip == b.data.hflip);
+  CHECK(a.data.erasing == b.data.erasing);
+  CHECK(a.data.mixup == b.data.mixup);
+  CHECK(a.data.cutmix == b.data.cutmix);
+  CHECK(a.data.mix_prob == b.data.mix_prob);
   CHECK(a.optim.name == b.optim.name);
   CHECK(a.optim.lr == b.optim.lr);
   CHECK(a.optim.weight_decay == b.optim.weight_decay);
@@ -76,6 +84,14 @@ Config unusual_config() {
   c.data.augment = false;
   c.data.val_fraction = 0.0f;
   c.data.class_names = {"cat", "dog's", "a \"b\""};
+  c.data.label = "coarse";
+  c.data.resize = false;
+  c.data.crop_padding = 3;
+  c.data.hflip = 0.5f;
+  c.data.erasing = 0.3f;
+  c.data.mixup = 0.8f;
+  c.data.cutmix = 1.0f;
+  c.data.mix_prob = 0.7f;
   c.optim.name = "sgd";
   c.optim.lr = 3e-4f;
   c.optim.weight_decay = 0.0f;
@@ -315,6 +331,27 @@ TEST_CASE("out-of-range values name the key and line", "[config]") {
                       Contains("cfg.toml:2: key 'data.val_fraction'"));
 }
 
+TEST_CASE("augmentation keys are checked", "[config]") {
+  REQUIRE_THROWS_WITH(parse_config("[data]\ncrop_padding = -1\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.crop_padding': expected 0 (off) up to"));
+  REQUIRE_THROWS_WITH(parse_config("[data]\ncrop_padding = 28\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.crop_padding'") && Contains("got 28"));
+  REQUIRE_THROWS_WITH(parse_config("[data]\nhflip = 1.5\n", "cfg.toml"),
+                      "cfg.toml:2: key 'data.hflip': expected a probability in [0, 1], got 1.5");
+  REQUIRE_THROWS_WITH(parse_config("[data]\nerasing = -0.1\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.erasing'"));
+  REQUIRE_THROWS_WITH(parse_config("[data]\nmixup = -1.0\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.mixup': expected a value >= 0"));
+  REQUIRE_THROWS_WITH(parse_config("[data]\ncutmix = nan\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.cutmix': expected a finite number"));
+  REQUIRE_THROWS_WITH(parse_config("[data]\nmix_prob = 2\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.mix_prob'"));
+  REQUIRE_THROWS_WITH(parse_config("[data]\nlabel = \"medium\"\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.label': expected one of \"fine\", \"coarse\""));
+  // Probabilities include 1: every image flipped is a valid choice.
+  CHECK_NOTHROW(parse_config("[data]\nhflip = 1.0\nerasing = 1.0\nmix_prob = 1.0\n", "ok"));
+}
+
 TEST_CASE("mean and std must have one value per channel", "[config]") {
   REQUIRE_THROWS_WITH(parse_config("[data]\nmean = [0.5, 0.5]\n", "cfg.toml"),
                       "cfg.toml:2: key 'data.mean': expected one value per channel "
@@ -431,7 +468,7 @@ TEST_CASE("config_to_toml reads back to the same config", "[config]") {
 
 TEST_CASE("config_to_flat and config_from_flat invert each other", "[config]") {
   auto flat = minivit::config_to_flat(Config{});
-  CHECK(flat.size() == 37);
+  CHECK(flat.size() == 45);
   auto has = [&](const std::string& key, const std::string& value) {
     for (const auto& [k, v] : flat)
       if (k == key) return v == value;

@@ -80,5 +80,5 @@ TEST_CASE("data that does not fit the model is refused before training", "[data]
 TEST_CASE("an unsupported data format is named", "[data]") {
   DataConfig c;
   c.format = "cifar10";
-  CHECK_THROWS_WITH(load_data(c), Contains("cifar10"));
+  CHECK_THROWS_WITH(load_data(c, ModelConfig{}), Contains("cifar10"));
 }

@@ -36,6 +36,21 @@ struct DataConfig {
   bool augment = true;
   float val_fraction = 0.1f;             // carved from the end of the training split
   std::vector<std::string> class_names;  // empty: from the dataset
+  std::string label = "fine";            // cifar100: fine (100 classes) | coarse (20)
+  bool resize = true;                    // folder: resize every image to model.image_size
+
+  // Augmentation of the training split (applied only when `augment` is true; each is off
+  // at zero). Drawn from (train.seed, step, image), so runs repeat exactly.
+  int crop_padding = 0;       // random crop of the image padded by this many zero pixels
+  float hflip = 0.0f;         // probability of a horizontal flip
+  float erasing = 0.0f;       // probability of random erasing (a rectangle of noise)
+  float mixup = 0.0f;         // mixup Beta(alpha, alpha) strength
+  float cutmix = 0.0f;        // cutmix Beta(alpha, alpha) strength
+  float mix_prob = 1.0f;      // probability that a batch is mixed (when mixup/cutmix > 0)
+
+  bool augments() const {
+    return augment && (crop_padding > 0 || hflip > 0 || erasing > 0 || mixup > 0 || cutmix > 0);
+  }
 };
 
 struct OptimConfig {

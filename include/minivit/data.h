@@ -12,8 +12,9 @@
 namespace minivit {
 
 // Reads the train and test splits that `data.format` and `data.path` name. Applies
-// data.class_names when given. Throws minivit::Error naming the path on any problem.
-DataSplits load_data(const DataConfig& data);
+// data.class_names when given. The model config gives the channels and image size that a
+// folder of images is converted to. Throws minivit::Error naming the path on any problem.
+DataSplits load_data(const DataConfig& data, const ModelConfig& model);
 
 // Throws unless the images fit the model: channels, image size, labels < num_classes.
 void check_data_fits_model(const Dataset& data, const ModelConfig& model,
@@ -32,6 +33,15 @@ TrainValSplit split_train_val(int64_t n, float val_fraction, uint64_t seed);
 // indices as they are when !shuffle.
 std::vector<int64_t> epoch_order(const std::vector<int64_t>& indices, bool shuffle,
                                  uint64_t seed, int64_t epoch);
+
+// pixel -> (pixel / 255 - mean[c]) / std[c], computed as pixel * scale[c] + shift[c]; the
+// one place that arithmetic lives, so training, evaluation and image files agree bit for bit.
+struct Normaliser {
+  std::vector<float> scale, shift;  // (C)
+  Normaliser(const std::vector<float>& mean, const std::vector<float>& std);
+  // dst (C, plane) = normalised src (C, plane)
+  void apply(float* dst, const uint8_t* src, int C, int64_t plane) const;
+};
 
 // images (B, C, S, S) = (pixel / 255 - mean[c]) / std[c]; labels (B).
 void fill_batch(float* images, int32_t* labels, const Dataset& data, const int64_t* indices,
