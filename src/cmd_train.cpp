@@ -87,6 +87,7 @@ int run_train(const TrainOptions& opt) {
   if (!resuming && file_exists(path_in(out_dir, "resume.safetensors")))
     throw Error(out_dir + ": already holds a training run; continue it with --resume " + out_dir +
                 " or choose another --out");
+  check_vit_fits_memory(config.model, config.train.batch_size, true);
   const int threads = set_num_threads(config.train.threads);
 
   // --- data ------------------------------------------------------------------------------

@@ -422,14 +422,17 @@ class ConfigChecker {
 
     check_finite_floats();
 
-    positive("model.image_size", m.image_size);
-    positive("model.channels", m.channels);
-    positive("model.patch_size", m.patch_size);
-    positive("model.dim", m.dim);
-    positive("model.depth", m.depth);
-    positive("model.heads", m.heads);
-    positive("model.mlp_dim", m.mlp_dim);
+    // Upper bounds far beyond any model this trainer is for; they keep every size product
+    // inside 64-bit arithmetic. Whether a model fits in memory is checked before allocating.
+    positive("model.image_size", m.image_size, 8192);
+    positive("model.channels", m.channels, 16);
+    positive("model.patch_size", m.patch_size, 8192);
+    positive("model.dim", m.dim, 65536);
+    positive("model.depth", m.depth, 4096);
+    positive("model.heads", m.heads, 4096);
+    positive("model.mlp_dim", m.mlp_dim, 262144);
     at_least("model.num_classes", m.num_classes, 2);
+    positive("model.num_classes", m.num_classes, 1 << 20);
     // The sizes are positive from here on, so the remainders below are defined.
     either(m.dim % m.heads == 0,
            "model.dim", std::to_string(m.dim) + " is not divisible by model.heads = " +
@@ -492,6 +495,9 @@ class ConfigChecker {
       fail_at("train.seed", "expected an integer at most " + std::to_string(INT64_MAX) +
                                 ", got " + std::to_string(t.seed));
     at_least("train.threads", t.threads, 0);
+    if (t.threads > 1024)
+      fail_at("train.threads", "expected 0 (all cores) up to 1024, got " + std::to_string(t.threads));
+    positive("train.batch_size", t.batch_size, 1 << 20);
     at_least("train.log_every", t.log_every, 1);
     at_least("train.eval_every", t.eval_every, 1);
   }
@@ -534,9 +540,11 @@ class ConfigChecker {
     }
   }
 
-  void positive(const std::string& name, int value) const {
-    if (value <= 0)
-      fail_at(name, "expected a positive integer, got " + std::to_string(value));
+  void positive(const std::string& name, int value, int maximum = INT32_MAX) const {
+    if (value <= 0 || value > maximum)
+      fail_at(name, "expected a positive integer" +
+                        (maximum < INT32_MAX ? " up to " + std::to_string(maximum) : std::string()) +
+                        ", got " + std::to_string(value));
   }
 
   template <typename T>

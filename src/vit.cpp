@@ -5,8 +5,11 @@
 #include <cmath>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "minivit/attention.h"
 #include "minivit/dropout.h"
+#include "minivit/error.h"
 #include "minivit/gelu.h"
 #include "minivit/layernorm.h"
 #include "minivit/linear.h"
@@ -90,7 +93,32 @@ static ViTParams bind_params(float* base, const std::vector<ParamSpec>& specs, i
   return p;
 }
 
-ViT::ViT(const ModelConfig& c) : config(c), specs(vit_param_specs(c)) {
+double vit_memory_bytes(const ModelConfig& c, int batch, bool training) {
+  const double T = c.tokens(), D = c.dim, M = c.mlp_dim, H = c.heads, L = c.depth,
+               K = c.num_classes, PL = double(c.channels) * c.patch_size * c.patch_size;
+  const double params = T * D + D + PL * D + D + L * (3 * D * D + D * D + 2 * M * D + 9 * D + M) +
+                        2 * D + K * D + K;
+  // Per image: the residual streams, per block LayerNorm outputs, qkv, attention weights,
+  // head outputs and the MLP's two (T, M) buffers, then backward's scratch of the widest.
+  const double per_image = (L + 1) * T * D + L * (7 * T * D + 2 * T * M + H * T * T) +
+                           (training ? 8 * T * std::max({3 * D, M, H * T}) : 0.0) + T * PL + 4 * K;
+  return 4.0 * (params * (training ? 4 : 2) + double(batch) * per_image);
+}
+
+void check_vit_fits_memory(const ModelConfig& c, int batch, bool training) {
+  const double needed = vit_memory_bytes(c, batch, training);
+  const double available = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+  if (available > 0 && needed > available)
+    throw Error("model: image_size " + std::to_string(c.image_size) + ", patch_size " +
+                std::to_string(c.patch_size) + ", dim " + std::to_string(c.dim) + ", depth " +
+                std::to_string(c.depth) + ", heads " + std::to_string(c.heads) + ", mlp_dim " +
+                std::to_string(c.mlp_dim) + ", num_classes " + std::to_string(c.num_classes) +
+                (batch > 0 ? " with batch " + std::to_string(batch) : std::string()) + " needs " +
+                std::to_string(int64_t(needed / (1 << 30))) + " GiB, more than this machine's " +
+                std::to_string(int64_t(available / (1 << 30))) + " GiB of memory");
+}
+
+ViT::ViT(const ModelConfig& c) : config(c), specs((check_vit_fits_memory(c, 0, false), vit_param_specs(c))) {
   num_params = specs.back().offset + specs.back().size;
   weights = Tensor1::from_shape({size_t(num_params)});
   grads = Tensor1::from_shape({size_t(num_params)});
@@ -149,6 +177,7 @@ void ViT::init(uint64_t seed) {
 }
 
 Activations::Activations(const ModelConfig& c, int B, bool for_training) : max_batch(B) {
+  check_vit_fits_memory(c, B, for_training);
   const size_t b = size_t(B), T = size_t(c.tokens()), N = size_t(c.patches()),
                D = size_t(c.dim), M = size_t(c.mlp_dim), H = size_t(c.heads),
                K = size_t(c.num_classes), PL = size_t(c.patch_len());

@@ -194,6 +194,13 @@ TEST_CASE("bad input ends with one clear line and a non-zero exit", "[cli][error
     CHECK(r.exit_code != 0);
     CHECK_THAT(r.err, Contains("none.safetensors"));
   }
+  SECTION("a model larger than the machine's memory is refused before allocating") {
+    const RunResult r = run_minivit("train --config " + run.config +
+                                    " --set model.depth=4000 --set model.dim=4096 --out " + tmp.str("o"));
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("depth 4000") && Contains("GiB of memory"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
   SECTION("no output file is left behind by a failed run") {
     run_minivit("train --config " + run.config + " --set data.path=/nonexistent --out " + tmp.str("o"));
     CHECK_FALSE(fs::exists(tmp.str("o/last.safetensors")));
@@ -262,4 +269,39 @@ TEST_CASE("a run stopped by SIGTERM or killed by SIGKILL and resumed ends bit-id
   const auto eval_b = nlohmann::json::parse(read_text(out_b + "/eval.json"));
   CHECK(eval_b["loss"] == eval_a["loss"]);
   CHECK(eval_b["confusion"] == eval_a["confusion"]);
+}
+
+TEST_CASE("a non-finite loss stops training with the step, the culprit and the usual causes, "
+          "keeping the last good checkpoint",
+          "[cli][nan]") {
+  TempDir tmp("nan");
+  const std::string data = tmp.str("data");
+  write_tiny_idx_dataset(data, 320, 32, 8, 4);
+  write_text(tmp.str("a.toml"), tiny_config_toml(data, tmp.str("a")));
+  // A learning rate of 1e30 without clipping: the first update makes the weights ~1e30
+  // and the next forward overflows.
+  const std::string explode = " --set optim.lr=1e30 --set optim.clip_grad_norm=0";
+
+  SECTION("before any checkpoint") {
+    const RunResult r = run_minivit("train --config " + tmp.str("a.toml") + explode);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("minivit: error: step ") && Contains("no checkpoint was written yet") &&
+                          Contains("optim.lr") && Contains("clip_grad_norm"));
+    CHECK_FALSE(fs::exists(tmp.str("a/last.safetensors")));
+  }
+  SECTION("after a good epoch") {
+    REQUIRE(run_minivit("train --config " + tmp.str("a.toml") + " --set train.epochs=1").exit_code == 0);
+    const std::vector<float> good = tensor_bytes(tmp.str("a/last.safetensors"));
+    const RunResult r = run_minivit("train --resume " + tmp.str("a") + " --set train.epochs=3" + explode);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("first non-finite gradient in '") &&
+                          Contains("the last good checkpoint is " + tmp.str("a/last.safetensors") +
+                                   " (step 16)"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') >= 1);
+    // Untouched, readable, finite.
+    CHECK(tensor_bytes(tmp.str("a/last.safetensors")) == good);
+    const auto last = minivit::load_checkpoint(tmp.str("a/last.safetensors"));
+    CHECK(last.progress.step == 16);
+  }
 }

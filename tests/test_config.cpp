@@ -329,6 +329,13 @@ TEST_CASE("out-of-range values name the key and line", "[config]") {
                       Contains("cfg.toml:2: key 'data.std': expected values > 0"));
   REQUIRE_THROWS_WITH(parse_config("[data]\nval_fraction = -0.5\n", "cfg.toml"),
                       Contains("cfg.toml:2: key 'data.val_fraction'"));
+  // Sizes no machine could hold are refused before any arithmetic on them can overflow.
+  REQUIRE_THROWS_WITH(parse_config("[model]\ndim = 1000000\nheads = 1\n", "cfg.toml"),
+                      "cfg.toml:2: key 'model.dim': expected a positive integer up to 65536, got 1000000");
+  REQUIRE_THROWS_WITH(parse_config("[model]\nnum_classes = 2000000000\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'model.num_classes'"));
+  REQUIRE_THROWS_WITH(parse_config("[train]\nthreads = 100000\n", "cfg.toml"),
+                      "cfg.toml:2: key 'train.threads': expected 0 (all cores) up to 1024, got 100000");
 }
 
 TEST_CASE("augmentation keys are checked", "[config]") {

@@ -53,6 +53,15 @@ struct ViTParams {
   float* head_b;  // (K)
 };
 
+// Bytes a model needs, in double so that absurd sizes cannot overflow: its parameters
+// (weights and gradients, and the optimizer's two moments when `training`) plus, for a
+// batch of `batch` images, the activations forward keeps (and backward's buffers).
+double vit_memory_bytes(const ModelConfig& config, int batch, bool training);
+
+// Throws minivit::Error naming the model's sizes when vit_memory_bytes exceeds the
+// machine's physical memory, before anything is allocated.
+void check_vit_fits_memory(const ModelConfig& config, int batch, bool training);
+
 struct ViT {
   ModelConfig config;
   std::vector<ParamSpec> specs;
