@@ -77,8 +77,11 @@ TEST_CASE("data that does not fit the model is refused before training", "[data]
   CHECK_NOTHROW(check_data_fits_model(d, m, "set"));
 }
 
-TEST_CASE("an unsupported data format is named", "[data]") {
+TEST_CASE("load_data with format cifar10 on a missing path names the path", "[data]") {
   DataConfig c;
   c.format = "cifar10";
-  CHECK_THROWS_WITH(load_data(c, ModelConfig{}), Contains("cifar10"));
+  c.path = "/nonexistent/minivit/cifar-10-batches-bin";
+  CHECK_THROWS_WITH(load_data(c, ModelConfig{}),
+                    Contains("/nonexistent/minivit/cifar-10-batches-bin") &&
+                        Contains("no such directory"));
 }
