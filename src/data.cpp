@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "minivit/cifar.h"
 #include "minivit/error.h"
+#include "minivit/folder.h"
 #include "minivit/idx.h"
 #include "minivit/rng.h"
 
@@ -13,9 +15,18 @@ DataSplits load_data(const DataConfig& data, const ModelConfig& model) {
   DataSplits splits;
   if (data.format == "idx") {
     splits = load_idx_dir(data.path);
+  } else if (data.format == "cifar10") {
+    splits = load_cifar10_dir(data.path);
+  } else if (data.format == "cifar100") {
+    if (data.label != "fine" && data.label != "coarse")
+      throw Error("data.label: '" + data.label + "' is not one of fine, coarse");
+    splits = load_cifar100_dir(data.path, data.label == "coarse" ? Cifar100Label::coarse
+                                                                 : Cifar100Label::fine);
+  } else if (data.format == "folder") {
+    splits = load_folder_dataset(data.path, model.channels, model.image_size, data.resize,
+                                 data.val_fraction);
   } else {
-    (void)model;
-    throw Error("data.format: '" + data.format + "' is not supported by this build (expected idx)");
+    throw Error("data.format: '" + data.format + "' is not supported by this build (expected idx, cifar10, cifar100 or folder)");
   }
   if (!data.class_names.empty()) {
     if (int(data.class_names.size()) < splits.train.num_classes)

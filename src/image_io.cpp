@@ -1,9 +1,13 @@
 #include "minivit/image_io.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
+#include <new>
 
 #include "minivit/data.h"
 #include "minivit/error.h"
@@ -16,7 +20,80 @@
 
 namespace minivit {
 
-constexpr int kMaxSide = 16384;
+namespace {
+
+using FileHandle = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
+
+std::string stb_reason() {
+  const char* reason = stbi_failure_reason();
+  return reason ? reason : "unknown reason";
+}
+
+std::string size_error(const ImageHeader& header) {
+  if (header.width >= 1 && header.height >= 1 && header.width <= kMaxImageSide &&
+      header.height <= kMaxImageSide && int64_t(header.width) * header.height <= kMaxImagePixels)
+    return "";
+  return "image is " + std::to_string(header.width) + "x" + std::to_string(header.height) +
+         " pixels, expected sides of 1 to " + std::to_string(kMaxImageSide) + " and at most " +
+         std::to_string(kMaxImagePixels) + " pixels";
+}
+
+// Opens `path` and reads its header; on failure `error` says why and the handle is null.
+FileHandle open_image(const std::string& path, ImageHeader& header, std::string& error) {
+  FileHandle file(std::fopen(path.c_str(), "rb"), std::fclose);
+  if (!file) {
+    error = std::string("cannot open (") + std::strerror(errno) + ")";
+    return file;
+  }
+  // stbi_info_from_file returns to the start of the file, so stbi_load_from_file can follow.
+  if (!stbi_info_from_file(file.get(), &header.width, &header.height, &header.channels))
+    error = "not an image stb_image can read: " + stb_reason();
+  else
+    error = size_error(header);
+  if (!error.empty()) file.reset();
+  return file;
+}
+
+}  // namespace
+
+std::string read_image_header(const std::string& path, ImageHeader& header) {
+  std::string error;
+  open_image(path, header, error);
+  return error;
+}
+
+std::string decode_image(const std::string& path, int channels, int width, int height,
+                         uint8_t* out) {
+  if (channels < 1 || channels > 4)
+    return "cannot convert to " + std::to_string(channels) + " channels, expected 1 to 4";
+  try {  // an allocation failure must not leave an OpenMP region as an exception
+    ImageHeader header;
+    std::string error;
+    FileHandle file = open_image(path, header, error);
+    if (!file) return error;
+    int w = 0, h = 0, stored = 0;
+    std::unique_ptr<stbi_uc, void (*)(void*)> decoded(
+        stbi_load_from_file(file.get(), &w, &h, &stored, channels), stbi_image_free);
+    if (!decoded) return "damaged image, stb_image cannot decode it: " + stb_reason();
+
+    // stb gives interleaved (h, w, channels); resize in that layout, then split the planes.
+    std::vector<uint8_t> resized;
+    const uint8_t* src = decoded.get();
+    if (w != width || h != height) {
+      resized.resize(size_t(width) * size_t(height) * size_t(channels));
+      if (!stbir_resize_uint8(src, w, h, 0, resized.data(), width, height, 0, channels))
+        return "resizing " + std::to_string(w) + "x" + std::to_string(h) + " to " +
+               std::to_string(width) + "x" + std::to_string(height) + " failed";
+      src = resized.data();
+    }
+    const size_t plane = size_t(width) * size_t(height);
+    for (size_t i = 0; i < plane; ++i)
+      for (size_t c = 0; c < size_t(channels); ++c) out[c * plane + i] = src[i * size_t(channels) + c];
+    return "";
+  } catch (const std::bad_alloc&) {
+    return "out of memory while decoding";
+  }
+}
 
 LoadedImage load_image_file(const std::string& path, int channels, int size) {
   if (channels < 1 || channels > 4)
@@ -29,36 +106,19 @@ LoadedImage load_image_file(const std::string& path, int channels, int size) {
     throw Error(path + ": is a directory, expected an image file (PNG, JPEG, BMP, TGA)");
 
   LoadedImage out;
-  // Check the size before decoding, so a corrupt header cannot make us allocate gigabytes.
-  if (!stbi_info(path.c_str(), &out.file_width, &out.file_height, &out.file_channels))
-    throw Error(path + ": cannot read as an image (" + stbi_failure_reason() +
+  ImageHeader header;
+  if (!stbi_info(path.c_str(), &header.width, &header.height, &header.channels))
+    throw Error(path + ": cannot read as an image (" + stb_reason() +
                 "); expected PNG, JPEG, BMP, TGA, GIF, PSD, HDR, PIC or PNM");
-  if (out.file_width < 1 || out.file_height < 1 || out.file_width > kMaxSide ||
-      out.file_height > kMaxSide)
-    throw Error(path + ": image is " + std::to_string(out.file_width) + "x" +
-                std::to_string(out.file_height) + " pixels, expected sides of 1 to " +
-                std::to_string(kMaxSide));
+  const std::string too_large = size_error(header);
+  if (!too_large.empty()) throw Error(path + ": " + too_large);
+  out.file_width = header.width;
+  out.file_height = header.height;
+  out.file_channels = header.channels;
 
-  int w = 0, h = 0, stored = 0;
-  std::unique_ptr<stbi_uc, void (*)(void*)> decoded(
-      stbi_load(path.c_str(), &w, &h, &stored, channels), stbi_image_free);
-  if (!decoded)
-    throw Error(path + ": cannot decode image (" + stbi_failure_reason() + ")");
-
-  // stb gives interleaved (h, w, channels); resize in that layout, then split the planes.
-  std::vector<uint8_t> resized;
-  const uint8_t* src = decoded.get();
-  if (w != size || h != size) {
-    resized.resize(size_t(size) * size * size_t(channels));
-    if (!stbir_resize_uint8(src, w, h, 0, resized.data(), size, size, 0, channels))
-      throw Error(path + ": resizing " + std::to_string(w) + "x" + std::to_string(h) + " to " +
-                  std::to_string(size) + "x" + std::to_string(size) + " failed");
-    src = resized.data();
-  }
   out.pixels = Image8::from_shape({size_t(channels), size_t(size), size_t(size)});
-  const size_t plane = size_t(size) * size;
-  for (size_t i = 0; i < plane; ++i)
-    for (int c = 0; c < channels; ++c) out.pixels.data()[size_t(c) * plane + i] = src[i * size_t(channels) + size_t(c)];
+  const std::string error = decode_image(path, channels, size, size, out.pixels.data());
+  if (!error.empty()) throw Error(path + ": " + error);
   return out;
 }
 

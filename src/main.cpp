@@ -94,6 +94,22 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--warmup", bench.warmup, "Untimed steps first (default 3)");
   bench_cmd->add_option("--json", bench.json_path, "Also write the results as JSON to this file");
 
+  minivit::ExportOptions export_opts;
+  CLI::App* export_cmd = app.add_subcommand(
+      "export",
+      "Write a dataset minivit can load (any data.format) as PNG files, "
+      "DIR/train/<class>/<index>.png and DIR/test/<class>/<index>.png: the layout "
+      "data.format = \"folder\" reads. Class names are made safe for file names "
+      "(\"T-shirt/top\" -> T-shirt_top).");
+  export_cmd->add_option("--config", export_opts.config_path, "TOML config file naming the dataset")
+      ->required();
+  export_cmd->add_option("--set", export_opts.sets, "Override one key, e.g. --set data.path=DIR (repeatable)");
+  export_cmd->add_option("--out", export_opts.out_dir,
+                         "Directory to create (must be missing or empty); appears only when complete")
+      ->required();
+  export_cmd->add_option("--split", export_opts.split, "train, test or all (default: all)")
+      ->check(CLI::IsMember({"train", "test", "all"}));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -107,6 +123,7 @@ int main(int argc, char** argv) {
     if (*predict_cmd) return minivit::run_predict(predict);
     if (*info_cmd) return minivit::run_info(info_path);
     if (*bench_cmd) return minivit::run_bench(bench);
+    if (*export_cmd) return minivit::run_export(export_opts);
   } catch (const minivit::Error& e) {
     std::fprintf(stderr, "minivit: error: %s\n", e.what());
     return 1;

@@ -2,6 +2,7 @@
 // the message names the key and the line), overrides, and the TOML and flat round trips.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 
 #include "minivit/config.h"
@@ -509,4 +510,23 @@ TEST_CASE("config_from_flat keeps defaults for missing keys and rejects unknown 
                       Contains("bad.ckpt: key 'model.dim': expected an integer"));
   REQUIRE_THROWS_WITH(minivit::config_from_flat({{"model.heads", "5"}}, "bad.ckpt"),
                       Contains("bad.ckpt: key 'model.dim'"));
+}
+
+TEST_CASE("every shipped config parses and describes a model that fits its data format",
+          "[config]") {
+  const std::filesystem::path dir = std::filesystem::path(MINIVIT_SOURCE_DIR) / "configs";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".toml") continue;
+    INFO(entry.path().string());
+    const Config c = minivit::load_config(entry.path().string());
+    CHECK(c.model.image_size % c.model.patch_size == 0);
+    if (c.data.format == "cifar10" || c.data.format == "cifar100") {
+      CHECK(c.model.image_size == 32);
+      CHECK(c.model.channels == 3);
+      CHECK(c.model.num_classes == (c.data.format == "cifar10" ? 10 : c.data.label == "fine" ? 100 : 20));
+    }
+    ++checked;
+  }
+  CHECK(checked >= 6);
 }

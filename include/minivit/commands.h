@@ -54,4 +54,12 @@ struct BenchOptions {
 };
 int run_bench(const BenchOptions& options);
 
+struct ExportOptions {
+  std::string config_path;        // --config
+  std::vector<std::string> sets;  // --set section.key=value, in order
+  std::string out_dir;            // --out: a new or empty directory
+  std::string split = "all";      // --split train|test|all
+};
+int run_export(const ExportOptions& options);
+
 }  // namespace minivit
