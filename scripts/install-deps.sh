@@ -2,6 +2,8 @@
 # Installs what minivit needs from Debian's packages: the build toolchain, the libraries it
 # links, and the Fashion-MNIST dataset. With --reference it also installs PyTorch (Debian's
 # python3-torch), which the test suite uses as an independent reference implementation.
+# With --fuzz it adds clang 14 and its runtime libraries (libFuzzer, the sanitizers, OpenMP),
+# which scripts/fuzz.sh builds the fuzz targets with. The flags can be combined.
 # Safe to run again: it only calls apt-get when something is missing. Uses sudo when not root.
 set -euo pipefail
 
@@ -9,9 +11,13 @@ packages=(build-essential cmake pkg-config
           libxtensor-dev libxtensor-blas-dev libopenblas-dev libstb-dev libcli11-dev catch2
           zlib1g-dev libtomlplusplus-dev nlohmann-json3-dev
           dataset-fashion-mnist)
-if [[ "${1:-}" == "--reference" ]]; then
-  packages+=(python3 python3-numpy python3-torch)
-fi
+for flag in "$@"; do
+  case "$flag" in
+    --reference) packages+=(python3 python3-numpy python3-torch) ;;
+    --fuzz) packages+=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14) ;;
+    *) echo "install-deps.sh: unknown option '$flag' (expected --reference or --fuzz)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,6 +1,7 @@
 #include "minivit/checkpoint.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -89,12 +90,17 @@ static TrainingProgress get_progress(const std::map<std::string, std::string>& m
     auto it = meta.find(key);
     return it == meta.end() ? fallback : parse_double(it->second, key, path);
   };
+  // Written as integers; read as such, as a double such as 1e300 has no int64 value.
+  auto optional_int = [&](const char* key, int64_t fallback) {
+    auto it = meta.find(key);
+    return it == meta.end() ? fallback : parse_int(it->second, key, path);
+  };
   p.val_top1 = optional_double("minivit.val_top1", -1.0);
   p.best_val_top1 = optional_double("minivit.best_val_top1", -1.0);
-  p.best_step = int64_t(optional_double("minivit.best_step", -1.0));
+  p.best_step = optional_int("minivit.best_step", -1);
   p.epoch_loss_sum = optional_double("minivit.epoch_loss_sum", 0.0);
-  p.epoch_correct = int64_t(optional_double("minivit.epoch_correct", 0.0));
-  p.epoch_seen = int64_t(optional_double("minivit.epoch_seen", 0.0));
+  p.epoch_correct = optional_int("minivit.epoch_correct", 0);
+  p.epoch_seen = optional_int("minivit.epoch_seen", 0);
   return p;
 }
 
@@ -113,6 +119,25 @@ static Config get_config(const std::map<std::string, std::string>& meta,
       if (key.rfind(prefix, 0) == 0) flat.emplace_back(key.substr(8), value);
   }
   return config_from_flat(flat, path);
+}
+
+// The metadata's config decides how much memory the model takes: a corrupt 4 KB file could
+// otherwise have gigabytes allocated before its tensors are found missing. So the file must
+// hold at least the model's parameter count in numbers.
+static void check_model_fits_file(const ModelConfig& m, const SafetensorsFile& file,
+                                  const std::string& path) {
+  double held = 0;
+  for (const auto& [name, tensor] : file.tensors) held += double(tensor.data.size());
+  const double needed = vit_param_count(m);
+  if (needed > held) {
+    char count[32];
+    std::snprintf(count, sizeof count, "%.0f", needed);
+    throw Error(path + ": the model in the metadata (model.dim = " + std::to_string(m.dim) +
+                ", model.depth = " + std::to_string(m.depth) + ", model.image_size = " +
+                std::to_string(m.image_size) + ", ...) has " + count +
+                " parameters, but the file holds only " + std::to_string(uint64_t(held)) +
+                " numbers");
+  }
 }
 
 void load_weights(ViT& model, const SafetensorsFile& file, const std::string& path) {
@@ -138,7 +163,10 @@ void load_weights(ViT& model, const SafetensorsFile& file, const std::string& pa
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
-  SafetensorsFile file = read_safetensors(path);
+  return checkpoint_from_safetensors(read_safetensors(path), path);
+}
+
+Checkpoint checkpoint_from_safetensors(SafetensorsFile file, const std::string& path) {
   Checkpoint ckpt;
   ckpt.config = get_config(file.metadata, path);
   ckpt.progress = get_progress(file.metadata, path);
@@ -153,6 +181,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     throw Error(path + ": metadata lists " + std::to_string(ckpt.class_names.size()) +
                 " class names for model.num_classes = " +
                 std::to_string(ckpt.config.model.num_classes));
+  check_model_fits_file(ckpt.config.model, file, path);
   ckpt.model = std::make_unique<ViT>(ckpt.config.model);
   load_weights(*ckpt.model, file, path);
   ckpt.metadata = std::move(file.metadata);

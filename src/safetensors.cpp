@@ -50,6 +50,19 @@ std::string printable(const std::string& s, size_t max_len = 200) {
 
 std::string in_quotes(const std::string& name) { return "'" + printable(name) + "'"; }
 
+// A JSON array from the file for a message: its scalars as written, nested arrays and
+// objects as [...] and {...}. Dumping it whole would recurse once per nesting level, and a
+// header can nest millions of levels deep within the size limit.
+std::string brief_array(const json& array) {
+  std::string out = "[";
+  for (size_t i = 0; i < array.size() && out.size() <= 200; ++i) {
+    const json& v = array[i];
+    out += i ? "," : "";
+    out += v.is_array() ? "[...]" : v.is_object() ? "{...}" : v.dump();
+  }
+  return printable(out + "]", 200);
+}
+
 std::string crc32_hex(const char* data, size_t size) {
   uLong crc = crc32(0L, Z_NULL, 0);
   // crc32() takes a 32-bit length; feed large buffers in pieces.
@@ -302,7 +315,7 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
     for (const auto& d : *sh) {
       uint64_t v;
       if (!as_uint64(d, v) || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        throw fail(what + " shape " + printable(sh->dump(), 200) +
+        throw fail(what + " shape " + brief_array(*sh) +
                    " must hold non-negative integers");
       e.shape.push_back(static_cast<int64_t>(v));
       overflow = overflow || __builtin_mul_overflow(count, v, &count);
@@ -313,7 +326,7 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
       overflow = false;
     }
     if (!as_uint64((*off)[0], e.begin) || !as_uint64((*off)[1], e.end))
-      throw fail(what + " data_offsets " + printable(off->dump(), 200) +
+      throw fail(what + " data_offsets " + brief_array(*off) +
                  " must be non-negative integers");
     const std::string range = "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
     if (e.begin > e.end) throw fail(what + " data_offsets " + range + " end before they begin");

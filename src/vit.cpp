@@ -93,11 +93,18 @@ static ViTParams bind_params(float* base, const std::vector<ParamSpec>& specs, i
   return p;
 }
 
+double vit_param_count(const ModelConfig& c) {
+  const double T = c.tokens(), D = c.dim, M = c.mlp_dim, L = c.depth, K = c.num_classes,
+               PL = double(c.channels) * c.patch_size * c.patch_size;
+  // The tensors of vit_param_specs, in its order.
+  return D + T * D + PL * D + D + L * (3 * D * D + D * D + 2 * M * D + 9 * D + M) + 2 * D +
+         K * D + K;
+}
+
 double vit_memory_bytes(const ModelConfig& c, int batch, bool training) {
   const double T = c.tokens(), D = c.dim, M = c.mlp_dim, H = c.heads, L = c.depth,
                K = c.num_classes, PL = double(c.channels) * c.patch_size * c.patch_size;
-  const double params = T * D + D + PL * D + D + L * (3 * D * D + D * D + 2 * M * D + 9 * D + M) +
-                        2 * D + K * D + K;
+  const double params = vit_param_count(c);
   // Per image: the residual streams, per block LayerNorm outputs, qkv, attention weights,
   // head outputs and the MLP's two (T, M) buffers, then backward's scratch of the widest.
   const double per_image = (L + 1) * T * D + L * (7 * T * D + 2 * T * M + H * T * T) +

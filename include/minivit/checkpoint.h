@@ -48,6 +48,8 @@ struct Checkpoint {
 // Reads a minivit checkpoint: rebuilds the config from the metadata and the model from the
 // tensors. Throws minivit::Error naming the file and what is wrong.
 Checkpoint load_checkpoint(const std::string& path);
+// Same, from a safetensors file already read (`path` names it in messages).
+Checkpoint checkpoint_from_safetensors(SafetensorsFile file, const std::string& path);
 
 // Copies weights from a safetensors file into `model`, requiring exactly the model's tensor
 // names with the model's shapes; the first missing, unexpected or misshapen tensor is named.

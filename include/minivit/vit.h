@@ -53,6 +53,10 @@ struct ViTParams {
   float* head_b;  // (K)
 };
 
+// The number of parameters vit_param_specs lays out, in double so that absurd sizes (from a
+// corrupt file, say) cannot overflow.
+double vit_param_count(const ModelConfig& config);
+
 // Bytes a model needs, in double so that absurd sizes cannot overflow: its parameters
 // (weights and gradients, and the optimizer's two moments when `training`) plus, for a
 // batch of `batch` images, the activations forward keeps (and backward's buffers).
