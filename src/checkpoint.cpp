@@ -200,14 +200,22 @@ void save_resume_state(const std::string& path, const ViT& model, const Optimize
   write_safetensors(path, refs, meta);
 }
 
-TrainingProgress load_resume_state(const std::string& path, ViT& model, Optimizer& optimizer) {
+TrainingProgress load_resume_state(const std::string& path, ViT& model, Optimizer& optimizer,
+                                   Config* saved_config) {
   SafetensorsFile file = read_safetensors(path);
   const Config saved = get_config(file.metadata, path);
   const ModelConfig &a = saved.model, &b = model.config;
-  if (a.image_size != b.image_size || a.channels != b.channels || a.patch_size != b.patch_size ||
-      a.dim != b.dim || a.depth != b.depth || a.heads != b.heads || a.mlp_dim != b.mlp_dim ||
-      a.num_classes != b.num_classes)
-    throw Error(path + ": the resume state was written for a different model architecture");
+  const std::pair<const char*, std::pair<int, int>> architecture[] = {
+      {"model.image_size", {a.image_size, b.image_size}}, {"model.channels", {a.channels, b.channels}},
+      {"model.patch_size", {a.patch_size, b.patch_size}}, {"model.dim", {a.dim, b.dim}},
+      {"model.depth", {a.depth, b.depth}},                {"model.heads", {a.heads, b.heads}},
+      {"model.mlp_dim", {a.mlp_dim, b.mlp_dim}},          {"model.num_classes", {a.num_classes, b.num_classes}}};
+  for (const auto& [key, values] : architecture)
+    if (values.first != values.second)
+      throw Error(path + ": the resume state was written for " + key + " = " +
+                  std::to_string(values.first) + ", but the config asks for " +
+                  std::to_string(values.second));
+  if (saved_config) *saved_config = saved;
   for (const char* name : {"optimizer.m", "optimizer.v"}) {
     auto it = file.tensors.find(name);
     if (it == file.tensors.end() || it->second.data.size() != size_t(model.num_params))

@@ -66,6 +66,21 @@ static std::string metrics_up_to(const std::string& path, int64_t step,
   return kept;
 }
 
+// A resumed run matches an uninterrupted one only under the config it was started with;
+// a changed key (more epochs, another learning rate) is allowed, but said, as the
+// continuation then takes another path. Keys that only steer output are left out.
+static void warn_about_changed_keys(const Config& started_with, const Config& now) {
+  const auto before = config_to_flat(started_with), after = config_to_flat(now);
+  for (size_t i = 0; i < before.size() && i < after.size(); ++i) {
+    const std::string& key = before[i].first;
+    if (key == "train.out_dir" || key == "train.log_every") continue;
+    if (before[i].second != after[i].second)
+      std::fprintf(stderr, "note: resuming with %s = %s; the run was started with %s = %s, so it "
+                           "will not match an uninterrupted run\n",
+                   key.c_str(), after[i].second.c_str(), key.c_str(), before[i].second.c_str());
+  }
+}
+
 int run_train(const TrainOptions& opt) {
   // --- configuration -------------------------------------------------------------------
   const bool resuming = !opt.resume_dir.empty();
@@ -114,7 +129,9 @@ int run_train(const TrainOptions& opt) {
   Optimizer optimizer(config.optim, model.num_params);
   TrainingProgress progress;
   if (resuming) {
-    progress = load_resume_state(resume_path, model, optimizer);
+    Config started_with;
+    progress = load_resume_state(resume_path, model, optimizer, &started_with);
+    warn_about_changed_keys(started_with, config);
     if (progress.step > total_steps)
       throw Error(resume_path + ": the run is already at step " + std::to_string(progress.step) +
                   ", past the configured " + std::to_string(total_steps) + " steps");

@@ -156,6 +156,30 @@ TEST_CASE("train with --init loads weights and checks names and shapes", "[cli][
   CHECK(tensor_bytes(tmp.str("y/last.safetensors")) == tensor_bytes(run.out + "/last.safetensors"));
 }
 
+TEST_CASE("resume names the first model key that differs and notes other changed keys",
+          "[cli][resume]") {
+  TinyRun& run = tiny_run();
+  REQUIRE(run.train.exit_code == 0);
+  TempDir tmp("resume_keys");
+  fs::copy(run.out, tmp.str("r"), fs::copy_options::recursive);
+  const std::string before = read_text(tmp.str("r/last.safetensors"));
+  RunResult r = run_minivit("train --resume " + tmp.str("r") + " --set model.dim=32");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("resume.safetensors: the resume state was written for model.dim = 16, "
+                             "but the config asks for 32"));
+  CHECK(read_text(tmp.str("r/last.safetensors")) == before);
+  // A finished run extended by an epoch with another learning rate: allowed, and said.
+  r = run_minivit("train --resume " + tmp.str("r") + " --set train.epochs=13 --set optim.lr=1e-4");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("note: resuming with train.epochs = 13; the run was started with "
+                             "train.epochs = 12") &&
+                        Contains("note: resuming with optim.lr = "));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') > 2);
+  CHECK_THAT(r.err, !Contains("note: resuming with train.out_dir"));
+  CHECK(minivit::load_checkpoint(tmp.str("r/last.safetensors")).progress.epoch == 13);
+}
+
 TEST_CASE("bad input ends with one clear line and a non-zero exit", "[cli][errors]") {
   TinyRun& run = tiny_run();
   TempDir tmp("errors");

@@ -58,7 +58,10 @@ void load_weights(ViT& model, const SafetensorsFile& file, const std::string& pa
 void save_resume_state(const std::string& path, const ViT& model, const Optimizer& optimizer,
                        const Config& config, const TrainingProgress& progress);
 
-// Restores weights, optimiser moments and progress; checks the architecture matches.
-TrainingProgress load_resume_state(const std::string& path, ViT& model, Optimizer& optimizer);
+// Restores weights, optimiser moments and progress; checks the architecture matches, naming
+// the first model key that differs. The config the run was started with goes to
+// `saved_config` when given.
+TrainingProgress load_resume_state(const std::string& path, ViT& model, Optimizer& optimizer,
+                                   Config* saved_config = nullptr);
 
 }  // namespace minivit
