@@ -70,6 +70,8 @@ int run_bench(const BenchOptions& opt) {
   };
   std::fprintf(stderr, "bench: %s, batch %d, %d tokens, %d threads, BLAS kernels %s\n",
                opt.config_path.c_str(), B, mc.tokens(), threads, blas_kernel_name());
+  if (const std::string advice = blas_kernel_advice(); !advice.empty())
+    std::fprintf(stderr, "%s\n", advice.c_str());
   train_steps(opt.warmup, 0);
   g_step_profile = StepProfile{true, 0.0};
   auto t0 = Clock::now();

@@ -158,6 +158,8 @@ int run_train(const TrainOptions& opt) {
                (long long)total_epochs, (long long)steps_per_epoch, B, threads, out_dir.c_str(),
                resuming ? strprintf(" | resuming at step %lld", (long long)progress.step).c_str() : "");
 
+  if (const std::string advice = blas_kernel_advice(); !advice.empty())
+    std::fprintf(stderr, "%s\n", advice.c_str());
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
 

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace minivit {
@@ -69,6 +70,22 @@ const char* preferred_blas_kernels() {
     return "SkylakeX";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
   return nullptr;
+}
+
+std::string blas_kernel_advice() {
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  if (!forced) return "";
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  const char* in_use = openblas_get_corename();
+  const bool avx512_kernels = strcasecmp(in_use, "skylakex") == 0 ||
+                              strcasecmp(in_use, "cooperlake") == 0 ||
+                              strcasecmp(in_use, "sapphirerapids") == 0;
+  if (!avx512 || avx512_kernels) return "";
+  return std::string("note: OPENBLAS_CORETYPE=") + forced + " in the environment holds OpenBLAS to its " +
+         in_use + " kernels; this CPU has AVX-512, whose kernels are usually faster (unset "
+         "OPENBLAS_CORETYPE to let OpenBLAS choose, or set it to SkylakeX)";
 }
 
 }  // namespace minivit

@@ -8,6 +8,8 @@
 // Threading: minivit runs one pool of OpenMP threads. BLAS itself is kept single-threaded
 // and gemm() splits large products across the pool by rows (or columns) of C, so the two
 // never compete for the cores. Inside a parallel region gemm() runs on the calling thread.
+#include <string>
+
 namespace minivit {
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
@@ -27,5 +29,10 @@ const char* preferred_blas_kernels();
 
 // The kernel family in use ("SkylakeX", "Haswell", "Prescott", ...).
 const char* blas_kernel_name();
+
+// A one-line note when OPENBLAS_CORETYPE, set from outside, holds OpenBLAS to kernels older
+// than the CPU supports (AVX2 kernels on an AVX-512 CPU: 1.5x slower training measured on
+// one such machine); empty otherwise. minivit never overrides a value the user has set.
+std::string blas_kernel_advice();
 
 }  // namespace minivit
