@@ -448,6 +448,13 @@ TEST_CASE("override errors name the override", "[config]") {
                       Contains("--set optim.lr=-1: key 'optim.lr'"));
   REQUIRE_THROWS_WITH(parse_config("", "cfg.toml", {"data.format=csv"}),
                       Contains("--set data.format=csv: key 'data.format'"));
+  // Text that is not UTF-8 (a Latin-1 byte, a truncated sequence, an overlong form, a
+  // surrogate) would not come back the same from config.toml; UTF-8 text is fine.
+  for (const char* path : {"/d\xe9p", "/tm\xe2p/x", "/x\xe2\x82", "/\xc0\xaf", "/\xed\xa0\x80"})
+    REQUIRE_THROWS_WITH(parse_config("", "cfg.toml", {std::string("data.path=") + path}),
+                        Contains("not valid UTF-8"));
+  CHECK(parse_config("", "cfg.toml", {"data.path=/données/\xe2\x82\xac"}).data.path ==
+        "/données/\xe2\x82\xac");
 }
 
 TEST_CASE("config_to_toml reads back to the same config", "[config]") {
