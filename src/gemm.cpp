@@ -19,22 +19,29 @@ static void blas_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float al
 
 // Below this many multiply-adds a split costs more in synchronisation than it saves.
 static constexpr double kMinSplitWork = 1 << 18;
+// Most blocks a product is cut into: one per core of the machine, whatever train.threads
+// says (see below).
+static const int kMaxParts = omp_get_num_procs();
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  // The cut depends on the shape and the machine alone, never on the thread count:
+  // OpenBLAS's kernels round the last rows or columns of a call (its size modulo their
+  // unroll) in another order, so a cut that moved with the thread count would move the
+  // rounding with it, and a run on one thread would not repeat a run on two.
   const double work = double(M) * N * K;
-  if (threads == 1 || work < kMinSplitWork) {
+  const bool split_rows = M >= N;
+  const int extent = split_rows ? M : N;
+  const int parts = int(std::min<double>({double(kMaxParts), std::max(1.0, work / kMinSplitWork),
+                                          double(extent)}));
+  const int threads = omp_in_parallel() ? 1 : std::min(omp_get_max_threads(), parts);
+  if (parts == 1) {
     blas_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  // Split the larger of M and N into one contiguous block per thread; every block of C is
-  // computed by exactly one thread, so the result does not depend on scheduling.
-  const bool split_rows = M >= N;
-  const int extent = split_rows ? M : N;
-  const int parts = std::min(threads, extent);
-#pragma omp parallel for num_threads(parts) schedule(static)
+  // Contiguous blocks of rows (or columns) of C, each computed by exactly one thread.
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (int part = 0; part < parts; ++part) {
     const int begin = int(int64_t(extent) * part / parts);
     const int end = int(int64_t(extent) * (part + 1) / parts);
