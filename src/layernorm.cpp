@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -35,20 +36,22 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean,
                         const float* rstd, int R, int D) {
-  // Each thread sums its own rows' weight gradients into a private slice; the slices are
-  // added in thread order afterwards, so results are reproducible for a given thread count.
-  const int threads = (int64_t(R) * D > 32768) ? omp_get_max_threads() : 1;
-  // Shared by the team (not thread_local): the calling thread sizes it, workers fill
-  // their slices. Kept between calls so a training step does not allocate.
+  // The rows are cut into one slice per core of the machine (one slice for small inputs),
+  // whatever the thread count; each slice sums its rows' weight gradients in row order into
+  // a private buffer, and the slices are added in slice order, so the result is the same on
+  // any number of threads.
+  static const int kMaxSlices = omp_get_num_procs();
+  const int slices = (int64_t(R) * D > 32768) ? std::min(kMaxSlices, R) : 1;
+  // Kept between calls so a training step does not allocate.
   static std::vector<float> partial;
-  partial.assign(size_t(threads) * 2 * D, 0.0f);
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num();
-    float* dw = partial.data() + size_t(t) * 2 * D;
+  partial.assign(size_t(slices) * 2 * D, 0.0f);
+#pragma omp parallel for schedule(static) if (slices > 1)
+  for (int slice = 0; slice < slices; ++slice) {
+    float* dw = partial.data() + size_t(slice) * 2 * D;
     float* db = dw + D;
-#pragma omp for schedule(static)
-    for (int r = 0; r < R; ++r) {
+    const int row_begin = int(int64_t(R) * slice / slices);
+    const int row_end = int(int64_t(R) * (slice + 1) / slices);
+    for (int r = row_begin; r < row_end; ++r) {
       const float* x = inp + int64_t(r) * D;
       const float* dy = dout + int64_t(r) * D;
       float* dx = dinp + int64_t(r) * D;
@@ -72,8 +75,8 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
       }
     }
   }
-  for (int t = 0; t < threads; ++t) {
-    const float* dw = partial.data() + size_t(t) * 2 * D;
+  for (int slice = 0; slice < slices; ++slice) {
+    const float* dw = partial.data() + size_t(slice) * 2 * D;
     for (int i = 0; i < D; ++i) {
       dweight[i] += dw[i];
       dbias[i] += dw[D + i];

@@ -180,6 +180,26 @@ TEST_CASE("resume names the first model key that differs and notes other changed
   CHECK(minivit::load_checkpoint(tmp.str("r/last.safetensors")).progress.epoch == 13);
 }
 
+TEST_CASE("training on one thread and on two ends with the same weights", "[cli][threads]") {
+  TempDir tmp("threads");
+  const std::string data = tmp.str("data");
+  write_tiny_idx_dataset(data, 320, 32, 16, 4);
+  write_text(tmp.str("t.toml"), tiny_config_toml(data, tmp.str("unused"), 16, 4));
+  // Large enough that products and LayerNorm's weight gradients are cut into blocks
+  // (64 images x 17 tokens x dim 32), where a cut by thread count would move the rounding.
+  const std::string sizes = " --set model.dim=32 --set model.mlp_dim=64 --set train.batch_size=64"
+                            " --set train.max_steps=8";
+  for (int threads : {1, 2}) {
+    const RunResult r = run_minivit("train --config " + tmp.str("t.toml") + sizes +
+                                    " --set train.threads=" + std::to_string(threads) + " --out " +
+                                    tmp.str("t" + std::to_string(threads)));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  // Weights and optimiser moments, bit for bit.
+  CHECK(tensor_bytes(tmp.str("t1/resume.safetensors")) == tensor_bytes(tmp.str("t2/resume.safetensors")));
+}
+
 TEST_CASE("bad input ends with one clear line and a non-zero exit", "[cli][errors]") {
   TinyRun& run = tiny_run();
   TempDir tmp("errors");
