@@ -2,11 +2,13 @@
 // as `attention --image` (image_io.h) and the same normalisation as training.
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "minivit/checkpoint.h"
 #include "minivit/commands.h"
 #include "minivit/error.h"
 #include "minivit/evaluate.h"
+#include "minivit/fileio.h"
 #include "minivit/gemm.h"
 #include "minivit/image_io.h"
 
@@ -35,19 +37,30 @@ int run_predict(const PredictOptions& opt) {
   const int max_batch = std::min(n, 64);
   Activations acts(m, max_batch, false);
   const int k = std::min(opt.topk, m.num_classes);
+  nlohmann::json predictions = nlohmann::json::array();
   for (int start = 0; start < n; start += max_batch) {
     const int B = std::min(max_batch, n - start);
     vit_forward(*ckpt.model, acts, inputs.data() + size_t(start) * image_len, B, false, 0);
     for (int b = 0; b < B; ++b) {
       const std::vector<double> probs =
           class_probabilities(acts.logits.data() + size_t(b) * size_t(m.num_classes), m.num_classes);
-      std::printf("%s%s\n", start + b ? "\n" : "", opt.images[size_t(start + b)].c_str());
+      const std::string& image = opt.images[size_t(start + b)];
+      std::printf("%s%s\n", start + b ? "\n" : "", image.c_str());
+      nlohmann::json top = nlohmann::json::array();
       for (const ClassScore& s : top_classes(probs, k)) {
         const std::string name = size_t(s.index) < ckpt.class_names.size() ? ckpt.class_names[size_t(s.index)]
                                                                            : std::to_string(s.index);
         std::printf("  %.4f  %s\n", s.probability, name.c_str());
+        top.push_back({{"class", name}, {"index", s.index}, {"probability", s.probability}});
       }
+      predictions.push_back({{"image", image}, {"top", std::move(top)}});
     }
+  }
+  if (!opt.json_path.empty()) {
+    const nlohmann::json report = {{"checkpoint", opt.checkpoint}, {"predictions", std::move(predictions)}};
+    // A file name need not be UTF-8; JSON must be, so stray bytes become U+FFFD.
+    write_file_atomic(opt.json_path,
+                      report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   return 0;
 }

@@ -75,6 +75,9 @@ int main(int argc, char** argv) {
   predict_cmd->add_option("--checkpoint", predict.checkpoint, "Checkpoint (.safetensors) written by train")
       ->required();
   predict_cmd->add_option("--topk", predict.topk, "Classes shown per image (default 5)");
+  predict_cmd->add_option("--json", predict.json_path,
+                          "Also write the predictions as JSON to this file: {\"checkpoint\", \"predictions\": "
+                          "[{\"image\", \"top\": [{\"class\", \"index\", \"probability\"}, ...]}, ...]}");
   predict_cmd->add_option("IMAGE", predict.images,
                           "Image files (PNG, JPEG, BMP, TGA...), converted to the model's channels and "
                           "size and normalised as in training")

@@ -710,6 +710,27 @@ TEST_CASE("predict prints class names and probabilities per image", "[attention]
   CHECK(images == 8);
   CHECK(correct >= 7);  // the run scores well above 80% on these images
 
+  // --json: the same predictions, for scripts.
+  const RunResult j = run_minivit("predict --checkpoint " + run.ckpt + " --topk 4 --json " +
+                                  tmp.str("p.json") + files);
+  REQUIRE(j.exit_code == 0);
+  CHECK(j.out == r.out);
+  const auto report = nlohmann::json::parse(read_text(tmp.str("p.json")));
+  CHECK(report["checkpoint"] == run.ckpt);
+  REQUIRE(report["predictions"].size() == 8);
+  for (size_t n = 0; n < 8; ++n) {
+    const auto& p = report["predictions"][n];
+    CHECK(p["image"] == tmp.str("img" + std::to_string(n) + ".png"));
+    REQUIRE(p["top"].size() == 4);
+    double sum = 0.0;
+    for (const auto& c : p["top"]) {
+      sum += c["probability"].get<double>();
+      CHECK(c["class"] == std::to_string(c["index"].get<int>()));  // this dataset names classes 0-3
+    }
+    CHECK(sum == Approx(1.0).margin(1e-6));
+    CHECK(p["top"][0]["probability"].get<double>() >= p["top"][1]["probability"].get<double>());
+  }
+
   // The same image gives the same answer as attention's summary.
   const RunResult a = run_minivit("attention --checkpoint " + run.ckpt + " --image " + tmp.str("img0.png") +
                                   " --out " + tmp.str("a"));

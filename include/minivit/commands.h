@@ -42,6 +42,7 @@ struct PredictOptions {
   std::string checkpoint;
   int topk = 5;
   std::vector<std::string> images;
+  std::string json_path;  // also write the predictions here when set
 };
 int run_predict(const PredictOptions& options);
 
