@@ -69,12 +69,16 @@ int num_threads() { return omp_get_max_threads(); }
 
 const char* blas_kernel_name() { return openblas_get_corename(); }
 
+// The AVX-512 subset OpenBLAS's SkylakeX kernels use.
+static bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+
 const char* preferred_blas_kernels() {
   if (strcasecmp(openblas_get_corename(), "prescott") != 0) return nullptr;  // detection worked
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-    return "SkylakeX";
+  if (cpu_has_avx512()) return "SkylakeX";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
   return nullptr;
 }
@@ -82,14 +86,11 @@ const char* preferred_blas_kernels() {
 std::string blas_kernel_advice() {
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
   if (!forced) return "";
-  __builtin_cpu_init();
-  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   const char* in_use = openblas_get_corename();
   const bool avx512_kernels = strcasecmp(in_use, "skylakex") == 0 ||
                               strcasecmp(in_use, "cooperlake") == 0 ||
                               strcasecmp(in_use, "sapphirerapids") == 0;
-  if (!avx512 || avx512_kernels) return "";
+  if (!cpu_has_avx512() || avx512_kernels) return "";
   return std::string("note: OPENBLAS_CORETYPE=") + forced + " in the environment holds OpenBLAS to its " +
          in_use + " kernels; this CPU has AVX-512, whose kernels are usually faster (unset "
          "OPENBLAS_CORETYPE to let OpenBLAS choose, or set it to SkylakeX)";
