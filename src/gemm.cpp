@@ -19,9 +19,6 @@ static void blas_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float al
 
 // Below this many multiply-adds a split costs more in synchronisation than it saves.
 static constexpr double kMinSplitWork = 1 << 18;
-// Most blocks a product is cut into: one per core of the machine, whatever train.threads
-// says (see below).
-static const int kMaxParts = omp_get_num_procs();
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
@@ -33,7 +30,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
   const double work = double(M) * N * K;
   const bool split_rows = M >= N;
   const int extent = split_rows ? M : N;
-  const int parts = int(std::min<double>({double(kMaxParts), std::max(1.0, work / kMinSplitWork),
+  const int parts = int(std::min<double>({double(max_work_blocks()), std::max(1.0, work / kMinSplitWork),
                                           double(extent)}));
   const int threads = omp_in_parallel() ? 1 : std::min(omp_get_max_threads(), parts);
   if (parts == 1) {
@@ -66,6 +63,11 @@ int set_num_threads(int threads) {
 }
 
 int num_threads() { return omp_get_max_threads(); }
+
+int max_work_blocks() {
+  static const int cores = omp_get_num_procs();
+  return cores;
+}
 
 const char* blas_kernel_name() { return openblas_get_corename(); }
 

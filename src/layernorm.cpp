@@ -1,5 +1,7 @@
 #include "minivit/layernorm.h"
 
+#include "minivit/gemm.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -36,12 +38,11 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean,
                         const float* rstd, int R, int D) {
-  // The rows are cut into one slice per core of the machine (one slice for small inputs),
-  // whatever the thread count; each slice sums its rows' weight gradients in row order into
-  // a private buffer, and the slices are added in slice order, so the result is the same on
-  // any number of threads.
-  static const int kMaxSlices = omp_get_num_procs();
-  const int slices = (int64_t(R) * D > 32768) ? std::min(kMaxSlices, R) : 1;
+  // The rows are cut into max_work_blocks() slices (one for small inputs), whatever the
+  // thread count; each slice sums its rows' weight gradients in row order into a private
+  // buffer, and the slices are added in slice order, so the result is the same on any
+  // number of threads.
+  const int slices = (int64_t(R) * D > 32768) ? std::min(max_work_blocks(), R) : 1;
   // Kept between calls so a training step does not allocate.
   static std::vector<float> partial;
   partial.assign(size_t(slices) * 2 * D, 0.0f);

@@ -20,6 +20,10 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
 int set_num_threads(int threads);
 int num_threads();
 
+// Most blocks a product or a sum over rows is cut into: the machine's core count, whatever
+// the thread count, so the rounding (and a run's weights) does not depend on train.threads.
+int max_work_blocks();
+
 // OpenBLAS picks its kernels from the CPU model at load time; on a CPU newer than the
 // library it falls back to its generic SSE3 ("Prescott") kernels, several times slower.
 // Returns the kernel family to ask for through OPENBLAS_CORETYPE when that happened
