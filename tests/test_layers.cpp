@@ -8,6 +8,7 @@
 
 #include "gradcheck.h"
 #include "minivit/attention.h"
+#include "minivit/vecmath.h"
 #include "minivit/cross_entropy.h"
 #include "minivit/dropout.h"
 #include "minivit/gelu.h"
@@ -177,8 +178,9 @@ TEST_CASE("dropout masks depend only on the key and the element index", "[layers
   CHECK(a != c);
 }
 
-static void check_attention(float p) {
-  const int B = 2, T = 5, D = 8, H = 2;
+// Head sizes 8, 16, 32 and 64 run code compiled for their size, others a run-time size:
+// both are checked.
+static void check_attention(float p, int B = 2, int T = 5, int D = 8, int H = 2) {
   auto qkv = random_vector(B * T * 3 * D, 1.0f, 40), g = random_vector(B * T * D, 1.0f, 41);
   std::vector<float> out(B * T * D), att(B * H * T * T), dqkv(B * T * 3 * D, 0.0f);
   std::vector<uint8_t> mask(B * H * T * T);
@@ -192,7 +194,11 @@ static void check_attention(float p) {
     for (int j = 0; j < T; ++j) s += att[r * T + j];
     CHECK(s == Approx(1.0).epsilon(1e-5));
   }
+  // backward adds into dqkv: start from other values and take them off again
+  const auto before = random_vector(B * T * 3 * D, 1.0f, 42);
+  dqkv = before;
   attention_backward(dqkv.data(), g.data(), qkv.data(), att.data(), mask.data(), B, T, D, H, p);
+  for (size_t i = 0; i < dqkv.size(); ++i) dqkv[i] -= before[i];
   check_gradients(f, {{"qkv", qkv.data(), dqkv.data(), B * T * 3 * D}}, 1e-3, 2e-2, 2e-3, 240);
 }
 
@@ -205,14 +211,21 @@ TEST_CASE("attention with dropout on the weights: backward matches finite differ
   check_attention(0.3f);
 }
 
-TEST_CASE("attention forward equals softmax(q k^T / sqrt(Dh)) v per head", "[layers][attention]") {
-  const int B = 1, T = 3, D = 4, H = 2, Dh = 2;
+TEST_CASE("attention with a compiled head size: backward matches finite differences",
+          "[layers][attention][grad]") {
+  check_attention(0.0f, 1, 7, 32, 2);   // Dh 16, tokens not a multiple of the tile
+  check_attention(0.25f, 2, 3, 16, 2);  // Dh 8 with dropout
+}
+
+static void check_attention_forward(int T, int D, int H) {
+  const int B = 1, Dh = D / H;
   auto qkv = random_vector(T * 3 * D, 1.0f, 50);
   std::vector<float> out(T * D), att(H * T * T);
   attention_forward(out.data(), att.data(), nullptr, qkv.data(), B, T, D, H, 0.0f, 0);
   for (int h = 0; h < H; ++h)
     for (int i = 0; i < T; ++i) {
-      double s[T], z = 0;
+      std::vector<double> s(T);
+      double z = 0;
       for (int j = 0; j < T; ++j) {
         s[j] = 0;
         for (int d = 0; d < Dh; ++d)
@@ -223,10 +236,17 @@ TEST_CASE("attention forward equals softmax(q k^T / sqrt(Dh)) v per head", "[lay
       for (int d = 0; d < Dh; ++d) {
         double o = 0;
         for (int j = 0; j < T; ++j) o += s[j] / z * qkv[j * 3 * D + 2 * D + h * Dh + d];
-        CHECK(out[i * D + h * Dh + d] == Approx(o).epsilon(1e-5));
+        CHECK(out[i * D + h * Dh + d] == Approx(o).epsilon(1e-5).margin(1e-6));
       }
-      for (int j = 0; j < T; ++j) CHECK(att[(h * T + i) * T + j] == Approx(s[j] / z).epsilon(1e-5));
+      for (int j = 0; j < T; ++j)
+        CHECK(att[(h * T + i) * T + j] == Approx(s[j] / z).epsilon(1e-5).margin(1e-7));
     }
+}
+
+TEST_CASE("attention forward equals softmax(q k^T / sqrt(Dh)) v per head", "[layers][attention]") {
+  check_attention_forward(3, 4, 2);   // run-time head size
+  check_attention_forward(50, 64, 4);  // the default model's 50 tokens, Dh 16
+  check_attention_forward(17, 64, 1);  // Dh 64
 }
 
 TEST_CASE("patchify flattens patches in (channel, row, column) order", "[layers][patch]") {
@@ -294,4 +314,23 @@ TEST_CASE("cross-entropy stays finite for extreme logits", "[layers][loss]") {
   const float loss = cross_entropy_forward(probs, logits, targets, 1, 3);
   CHECK(std::isfinite(loss));
   CHECK(loss == Approx(2000.0f));
+}
+
+TEST_CASE("exp_nonpositive is within 2 ulp of exp on the range softmax uses", "[layers][vecmath]") {
+  double worst = 0.0;
+  for (int i = 0; i <= 870000; ++i) {  // -87 .. 0 in steps of 1e-4, both ends included
+    const float x = -float(i) * 1e-4f;
+    const double exact = std::exp(double(x));
+    const double ulp = std::ldexp(1.0, std::ilogb(exact) - 23);
+    worst = std::max(worst, std::abs(double(exp_nonpositive(x)) - exact) / ulp);
+  }
+  CHECK(worst <= 2.0);
+  CHECK(exp_nonpositive(0.0f) == 1.0f);
+  // Far below the range it stays a tiny normal number, never a NaN, inf or denormal.
+  for (float x : {-87.5f, -100.0f, -1e30f, -INFINITY}) {
+    const float y = exp_nonpositive(x);
+    CHECK(y > 0.0f);
+    CHECK(y < 2e-38f);
+    CHECK(std::isnormal(y));
+  }
 }

@@ -6,8 +6,8 @@
 //                       backward and kept as the attention maps users inspect
 //   att_mask (B,H,T,T)  dropout keep-mask on the attention weights (unused when p == 0)
 //   out (B, T, D)       heads side by side: out[b, t, h*Dh + j]
-// Work is spread over (batch, head) pairs; each pair's products are small matrices that run
-// on one thread through gemm().
+// Work is spread over (batch, head) pairs; each pair runs on one thread, in fused loops
+// rather than BLAS calls (its matrices are too small for BLAS to pay off; see attention.cpp).
 #include <cstdint>
 
 namespace minivit {
