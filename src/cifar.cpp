@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "minivit/error.h"
+#include "minivit/utf8.h"
 
 namespace minivit {
 
@@ -304,10 +305,15 @@ std::vector<std::string> read_class_names(const fs::path& path, size_t expected)
   if (!in) throw Error(where + "cannot open (" + std::strerror(errno) + ")");
   std::vector<std::string> names;
   const char* space = " \t\r\n\v\f";
+  int line_number = 0;
   for (std::string line; std::getline(in, line);) {
+    ++line_number;
     size_t begin = line.find_first_not_of(space);
     if (begin == std::string::npos) continue;
     names.push_back(line.substr(begin, line.find_last_not_of(space) + 1 - begin));
+    if (!is_valid_utf8(names.back()))
+      throw Error(where + "line " + std::to_string(line_number) +
+                  " is not UTF-8 text; class names are stored in checkpoints as UTF-8");
   }
   if (in.bad()) throw Error(where + "read error (" + std::strerror(errno) + ")");
   if (names.size() != expected)

@@ -23,6 +23,7 @@
 
 #include "minivit/error.h"
 #include "minivit/fileio.h"
+#include "minivit/utf8.h"
 
 // Without exceptions toml::parse returns a result object instead of throwing, and the
 // error handling below would silently be skipped.
@@ -376,29 +377,6 @@ std::string trim(std::string_view text) {
   if (begin == std::string_view::npos) return "";
   size_t end = text.find_last_not_of(space);
   return std::string(text.substr(begin, end - begin + 1));
-}
-
-// TOML text is UTF-8, which toml++ checks in files; a command-line override is checked
-// here, or a string such as a path with a Latin-1 byte would be written to config.toml
-// (and checkpoint metadata) as another string than the one the run used.
-bool is_valid_utf8(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto byte = static_cast<unsigned char>(text[i]);
-    int length = byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xE ? 3 : (byte >> 3) == 0x1E ? 4 : 0;
-    if (length == 0 || i + length > text.size()) return false;
-    uint32_t code = length == 1 ? byte : byte & (0x7F >> length);
-    for (int k = 1; k < length; ++k) {
-      const auto next = static_cast<unsigned char>(text[i + k]);
-      if ((next >> 6) != 0x2) return false;
-      code = (code << 6) | (next & 0x3F);
-    }
-    const uint32_t smallest[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (code < smallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))
-      return false;  // overlong form, beyond Unicode, or a surrogate
-    i += size_t(length);
-  }
-  return true;
 }
 
 void apply_override(const std::string& override_text, std::vector<Field>& fields,

@@ -11,6 +11,7 @@
 #include "minivit/error.h"
 #include "minivit/image_io.h"
 #include "minivit/rng.h"
+#include "minivit/utf8.h"
 
 namespace minivit {
 
@@ -63,7 +64,14 @@ std::vector<std::string> class_folders(const fs::path& root) {
   std::vector<std::string> names;
   std::error_code ec;
   for (const fs::directory_entry& entry : list_dir(root))
-    if (entry.is_directory(ec)) names.push_back(entry.path().filename().string());
+    if (entry.is_directory(ec)) {
+      std::string name = entry.path().filename().string();
+      if (!is_valid_utf8(name))
+        throw Error(entry.path().string() +
+                    ": class folder name is not UTF-8 text; class names are stored in "
+                    "checkpoints as UTF-8 (rename the folder)");
+      names.push_back(std::move(name));
+    }
   if (names.empty()) throw Error(root.string() + ": no class folders (" + kLayoutHint + ")");
   return names;
 }

@@ -177,6 +177,17 @@ TEST_CASE("cifar10 takes class names from batches.meta.txt", "[data][cifar]") {
   CHECK(s.test.class_names == want);
 }
 
+TEST_CASE("cifar refuses class names that are not UTF-8, naming file and line", "[data][cifar]") {
+  TempDir tmp("cifar");
+  write_cifar10(tmp.path);
+  minivit_test::write_text(tmp.str("batches.meta.txt"), "n0\nn1\nn2\nd\xE9j\xE0\nn4\nn5\nn6\nn7\nn8\nn9\n");
+  REQUIRE_THROWS_WITH(minivit::load_cifar10_dir(tmp.str()),
+                      Contains(tmp.str("batches.meta.txt")) && Contains("line 4") && Contains("not UTF-8"));
+  // The same names written as UTF-8 load as they are.
+  minivit_test::write_text(tmp.str("batches.meta.txt"), "n0\nn1\nn2\nd\xC3\xA9j\xC3\xA0\nn4\nn5\nn6\nn7\nn8\nn9\n");
+  CHECK(minivit::load_cifar10_dir(tmp.str()).train.class_names[3] == "d\xC3\xA9j\xC3\xA0");
+}
+
 TEST_CASE("cifar10 and cifar100 accept the parent of the unpacked tarball", "[data][cifar]") {
   TempDir tmp("cifar");
   write_cifar10(tmp.path / "cifar-10-batches-bin");

@@ -252,6 +252,11 @@ TEST_CASE("folder: every broken layout or file is one error naming it", "[folder
     fs::create_directories(root / ".hidden");
     REQUIRE_THROWS_WITH(load(root), Contains(root.string()) && Contains("no class folders"));
   }
+  SECTION("a class folder whose name is not UTF-8") {
+    good(root / "a/1.png");
+    good(root / "b\xE9t\xE9/1.png");  // Latin-1, as an old archive might have it
+    REQUIRE_THROWS_WITH(load(root), Contains((root / "b\xE9t\xE9").string()) && Contains("not UTF-8"));
+  }
   SECTION("an empty class folder, or one with only hidden files") {
     good(root / "a/1.png");
     fs::create_directories(root / "b");
