@@ -11,9 +11,10 @@
 namespace minivit {
 
 // Each (batch, head) is a handful of (T, Dh) x (Dh, T) products with T around 50 and Dh
-// around 16: too small for BLAS, whose per-call packing cost more than the arithmetic
-// (the attention core took 31% of a training step for 16% of its FLOPs through gemm). Here
-// one thread runs a whole (batch, head) row by row, with everything it touches in L1:
+// around 16: too small for BLAS, whose per-call packing costs more than the arithmetic
+// (through gemm the attention core took 31% of a training step for 16% of its FLOPs; in
+// the loops below, 21%). One thread runs a whole (batch, head), kRows query rows at a time,
+// with everything it touches in L1:
 //   forward   s = q_i K^T * scale, softmax, o_i = P'_i V
 //   backward  dP'_i = dO_i V^T, dV += P'_i^T dO_i, dS_i = P_i (dP_i - <dP_i, P_i>),
 //             dq_i = dS_i K * scale, dK += dS_i^T q_i * scale
@@ -219,8 +220,7 @@ void backward_rows(int i0, const Head& hd, float* dq, const float* dout, const f
   const float* dO = dout + int64_t(i0) * D;
   float* g = w.score.data();
   rows_times_kt<kDh, R>(g, dO, D, w.kt.data(), 1.0f, Tp, Dh);  // dP' = dO V^T
-  const float* used = P;
-  int ld_used = T;
+  const float* used = P;  // (R, T) like P
   if (hd.dropout_p > 0.0f) {  // forward: P' = P * mask / (1 - p); dP' -> dP through the mask
     const float keep_scale = 1.0f / (1.0f - hd.dropout_p);
     const uint8_t* mask = att_mask + hd.att_offset + int64_t(i0) * T;
@@ -232,7 +232,7 @@ void backward_rows(int i0, const Head& hd, float* dq, const float* dout, const f
       }
     used = w.used.data();
   }
-  add_outer<kDh, R>(w.dv.data(), used, ld_used, dO, D, T, Dh);  // dV += P'^T dO
+  add_outer<kDh, R>(w.dv.data(), used, T, dO, D, T, Dh);  // dV += P'^T dO
   for (int r = 0; r < R; ++r) {  // dS = P * (dP - <dP, P>), times the forward's scale
     float* gr = g + int64_t(r) * Tp;
     const float* pr = P + int64_t(r) * T;
@@ -248,9 +248,8 @@ void backward_rows(int i0, const Head& hd, float* dq, const float* dout, const f
 }
 
 template <int kDh>
-void forward_head(int bh, int B, int T, int D, int H, float* out, float* att, uint8_t* att_mask,
+void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* att_mask,
                   const float* qkv, float dropout_p, uint64_t dropout_key, HeadScratch& w) {
-  (void)B;
   const int Dh = D / H, b = bh / H, h = bh % H;
   const Head hd{T, D, Dh, 1.0f / std::sqrt(float(Dh)), dropout_p, int64_t(bh) * T * T};
   const float* q = qkv + int64_t(b) * T * 3 * D + h * Dh;
@@ -308,7 +307,7 @@ void attention_forward(float* out, float* att, uint8_t* att_mask, const float* q
       HeadScratch& w = scratch_for(T, Dh);
 #pragma omp for schedule(static)
       for (int bh = 0; bh < B * H; ++bh)
-        forward_head<kDh>(bh, B, T, D, H, out, att, att_mask, qkv, dropout_p, dropout_key, w);
+        forward_head<kDh>(bh, T, D, H, out, att, att_mask, qkv, dropout_p, dropout_key, w);
     }
   });
 }
