@@ -284,14 +284,24 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, const float* dout,
     }
 }
 
-template <typename Fn>
-void for_each_head_size(int Dh, Fn&& fn) {
+// Calls per_head(kDh, bh, scratch) for every (batch, head) bh < BH across the thread pool,
+// with kDh a std::integral_constant: the head size when it is one compiled for, else 0.
+template <typename PerHead>
+void for_each_head(int BH, int T, int Dh, PerHead&& per_head) {
+  auto run = [&](auto kDh) {
+#pragma omp parallel
+    {
+      HeadScratch& w = scratch_for(T, Dh);
+#pragma omp for schedule(static)
+      for (int bh = 0; bh < BH; ++bh) per_head(kDh, bh, w);
+    }
+  };
   switch (Dh) {
-    case 8: fn(std::integral_constant<int, 8>{}); break;
-    case 16: fn(std::integral_constant<int, 16>{}); break;
-    case 32: fn(std::integral_constant<int, 32>{}); break;
-    case 64: fn(std::integral_constant<int, 64>{}); break;
-    default: fn(std::integral_constant<int, 0>{}); break;
+    case 8: run(std::integral_constant<int, 8>{}); break;
+    case 16: run(std::integral_constant<int, 16>{}); break;
+    case 32: run(std::integral_constant<int, 32>{}); break;
+    case 64: run(std::integral_constant<int, 64>{}); break;
+    default: run(std::integral_constant<int, 0>{}); break;
   }
 }
 
@@ -299,31 +309,15 @@ void for_each_head_size(int Dh, Fn&& fn) {
 
 void attention_forward(float* out, float* att, uint8_t* att_mask, const float* qkv, int B,
                        int T, int D, int H, float dropout_p, uint64_t dropout_key) {
-  const int Dh = D / H;
-  for_each_head_size(Dh, [&](auto dh) {
-    constexpr int kDh = decltype(dh)::value;
-#pragma omp parallel
-    {
-      HeadScratch& w = scratch_for(T, Dh);
-#pragma omp for schedule(static)
-      for (int bh = 0; bh < B * H; ++bh)
-        forward_head<kDh>(bh, T, D, H, out, att, att_mask, qkv, dropout_p, dropout_key, w);
-    }
+  for_each_head(B * H, T, D / H, [&](auto kDh, int bh, HeadScratch& w) {
+    forward_head<kDh()>(bh, T, D, H, out, att, att_mask, qkv, dropout_p, dropout_key, w);
   });
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                         const uint8_t* att_mask, int B, int T, int D, int H, float dropout_p) {
-  const int Dh = D / H;
-  for_each_head_size(Dh, [&](auto dh) {
-    constexpr int kDh = decltype(dh)::value;
-#pragma omp parallel
-    {
-      HeadScratch& w = scratch_for(T, Dh);
-#pragma omp for schedule(static)
-      for (int bh = 0; bh < B * H; ++bh)
-        backward_head<kDh>(bh, T, D, H, dqkv, dout, qkv, att, att_mask, dropout_p, w);
-    }
+  for_each_head(B * H, T, D / H, [&](auto kDh, int bh, HeadScratch& w) {
+    backward_head<kDh()>(bh, T, D, H, dqkv, dout, qkv, att, att_mask, dropout_p, w);
   });
 }
 
