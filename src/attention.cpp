@@ -158,9 +158,8 @@ void add_outer(float* __restrict acc, const float* __restrict w, int ldw,
 }
 
 // Softmax of row[0 .. T) in place, shifted by the row max for stability. The row is padded
-// to Tp (a multiple of kTile) so that whole tiles can be processed: the padding repeats
-// row[0], which leaves the max unchanged and keeps expf's argument in its fast range
-// (libmvec falls back to scalar code for -inf), and is left out of the sum.
+// to Tp (a multiple of kTile) so that the max and the exp run in whole vectors: the padding
+// repeats row[0], which leaves the max unchanged, and is left out of the sum.
 void softmax_padded(float* __restrict row, int T, int Tp) {
   if (Tp % kTile != 0) __builtin_unreachable();  // lets the loops run in whole vectors
   for (int j = T; j < Tp; ++j) row[j] = row[0];
@@ -177,7 +176,9 @@ void softmax_padded(float* __restrict row, int T, int Tp) {
   for (int j = 0; j < T; ++j) row[j] *= inv;
 }
 
-struct Head {  // one (batch, head): its slices of the (B, T, 3D), (B, T, D) and (B, H, T, T) buffers
+// One (batch, head): what its slices of the (B, T, 3D), (B, T, D) and (B, H, T, T) buffers
+// need to be found and used.
+struct Head {
   int T, D, Dh;
   float scale;     // 1 / sqrt(Dh)
   float dropout_p;
