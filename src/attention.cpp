@@ -176,6 +176,13 @@ void softmax_padded(float* __restrict row, int T, int Tp) {
   for (int j = 0; j < T; ++j) row[j] *= inv;
 }
 
+// used (n) = P' = P * mask / (1 - p): the attention weights after dropout, in forward for
+// the value sum and in backward for dV.
+void apply_dropout_mask(float* __restrict used, const float* __restrict P,
+                        const uint8_t* __restrict mask, int64_t n, float keep_scale) {
+  for (int64_t e = 0; e < n; ++e) used[e] = mask[e] ? P[e] * keep_scale : 0.0f;
+}
+
 // One (batch, head): what its slices of the (B, T, 3D), (B, T, D) and (B, H, T, T) buffers
 // need to be found and used.
 struct Head {
@@ -202,11 +209,9 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
   if (hd.dropout_p > 0.0f) {
     const float keep_scale = 1.0f / (1.0f - hd.dropout_p);
     const int64_t first = hd.att_offset + int64_t(i0) * T;
-    for (int64_t e = 0; e < int64_t(R) * T; ++e) {
-      const bool keep = dropout_keep(dropout_key, first + e, hd.dropout_p);
-      att_mask[first + e] = keep;
-      w.used[e] = keep ? P[e] * keep_scale : 0.0f;
-    }
+    for (int64_t e = 0; e < int64_t(R) * T; ++e)
+      att_mask[first + e] = dropout_keep(dropout_key, first + e, hd.dropout_p);
+    apply_dropout_mask(w.used.data(), P, att_mask + first, int64_t(R) * T, keep_scale);
     used = w.used.data();
   }
   rows_times_x_dispatch<kDh, R>(out + int64_t(i0) * D, D, used, T, v, 3 * D, T, Dh, false);
@@ -225,12 +230,10 @@ void backward_rows(int i0, const Head& hd, float* dq, const float* dout, const f
   if (hd.dropout_p > 0.0f) {  // forward: P' = P * mask / (1 - p); dP' -> dP through the mask
     const float keep_scale = 1.0f / (1.0f - hd.dropout_p);
     const uint8_t* mask = att_mask + hd.att_offset + int64_t(i0) * T;
+    apply_dropout_mask(w.used.data(), P, mask, int64_t(R) * T, keep_scale);
     for (int r = 0; r < R; ++r)
-      for (int j = 0; j < T; ++j) {
-        const int64_t e = int64_t(r) * T + j;
-        w.used[e] = mask[e] ? P[e] * keep_scale : 0.0f;
-        g[r * Tp + j] = mask[e] ? g[r * Tp + j] * keep_scale : 0.0f;
-      }
+      for (int j = 0; j < T; ++j)
+        g[r * Tp + j] = mask[r * T + j] ? g[r * Tp + j] * keep_scale : 0.0f;
     used = w.used.data();
   }
   add_outer<kDh, R>(w.dv.data(), used, T, dO, D, T, Dh);  // dV += P'^T dO
@@ -276,7 +279,8 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, const float* dout,
   std::fill(w.dk.begin(), w.dk.end(), 0.0f);
   std::fill(w.dv.begin(), w.dv.end(), 0.0f);
   int i = 0;
-  for (; i + kRows <= T; i += kRows) backward_rows<kDh, kRows>(i, hd, dq, dO, q, k, att, att_mask, w);
+  for (; i + kRows <= T; i += kRows)
+    backward_rows<kDh, kRows>(i, hd, dq, dO, q, k, att, att_mask, w);
   for (; i < T; ++i) backward_rows<kDh, 1>(i, hd, dq, dO, q, k, att, att_mask, w);
   for (int j = 0; j < T; ++j)
     for (int d = 0; d < Dh; ++d) {
