@@ -1,17 +1,47 @@
 #include "minivit/gemm.h"
 
 #include <cblas.h>
+#include <strings.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
+#include "minivit/sgemm_avx512.h"
+
 namespace minivit {
 
+// Read once from MINIVIT_GEMM; set_gemm_kernels() changes it between products.
+static GemmKernels& kernels_in_use() {
+  static GemmKernels kernels = [] {
+    const char* env = std::getenv("MINIVIT_GEMM");
+    const bool want_openblas = env && strcasecmp(env, "openblas") == 0;
+    return sgemm_avx512_available() && !want_openblas ? GemmKernels::avx512
+                                                      : GemmKernels::openblas;
+  }();
+  return kernels;
+}
+
+GemmKernels gemm_kernels() { return kernels_in_use(); }
+
+bool set_gemm_kernels(GemmKernels kernels) {
+  if (kernels == GemmKernels::avx512 && !sgemm_avx512_available()) return false;
+  kernels_in_use() = kernels;
+  return true;
+}
+
+std::string gemm_kernels_name() {
+  if (kernels_in_use() == GemmKernels::avx512) return "minivit AVX-512";
+  return std::string("OpenBLAS ") + openblas_get_corename();
+}
+
+// One product on the calling thread.
 static void blas_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                        const float* A, int lda, const float* B, int ldb, float beta, float* C,
                        int ldc) {
+  if (kernels_in_use() == GemmKernels::avx512)
+    return sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
               ldc);
@@ -86,6 +116,7 @@ const char* preferred_blas_kernels() {
 }
 
 std::string blas_kernel_advice() {
+  if (kernels_in_use() != GemmKernels::openblas) return "";  // OpenBLAS computes no product
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
   if (!forced) return "";
   const char* in_use = openblas_get_corename();

@@ -5,6 +5,11 @@
 // attention head inside a fused qkv buffer, one column block of a weight gradient)
 // without copies, and beta = 1 lets backward passes add into gradients in place.
 //
+// Kernels: on a CPU with AVX-512, in a build for it (as the default -march=native is),
+// minivit's own kernels (sgemm_avx512.h), made for these tall and thin shapes, compute
+// every product; elsewhere OpenBLAS does. MINIVIT_GEMM=openblas in the environment keeps
+// to OpenBLAS, to compare the two.
+//
 // Threading: minivit runs one pool of OpenMP threads. BLAS itself is kept single-threaded
 // and gemm() splits large products across the pool by rows (or columns) of C, so the two
 // never compete for the cores. Inside a parallel region gemm() runs on the calling thread.
@@ -14,6 +19,13 @@ namespace minivit {
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc);
+
+enum class GemmKernels { avx512, openblas };
+GemmKernels gemm_kernels();
+// Returns false, and changes nothing, when asked for AVX-512 kernels that are not built in.
+bool set_gemm_kernels(GemmKernels kernels);
+// "minivit AVX-512" or "OpenBLAS <its kernel family>", for logs and the benchmark.
+std::string gemm_kernels_name();
 
 // Sets the size of the thread pool (0 = all cores) and pins BLAS to one thread.
 // Returns the number of threads in use.
@@ -34,9 +46,10 @@ const char* preferred_blas_kernels();
 // The kernel family in use ("SkylakeX", "Haswell", "Prescott", ...).
 const char* blas_kernel_name();
 
-// A one-line note when OPENBLAS_CORETYPE, set from outside, holds OpenBLAS to kernels older
-// than the CPU supports (AVX2 kernels on an AVX-512 CPU: 1.5x slower training measured on
-// one such machine); empty otherwise. minivit never overrides a value the user has set.
+// A one-line note when OpenBLAS computes the products and OPENBLAS_CORETYPE, set from
+// outside, holds it to kernels older than the CPU supports (AVX2 kernels on an AVX-512
+// CPU: 1.5x slower training measured on one such machine); empty otherwise. minivit never
+// overrides a value the user has set.
 std::string blas_kernel_advice();
 
 }  // namespace minivit

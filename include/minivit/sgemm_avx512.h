@@ -1,0 +1,12 @@
+#pragma once
+// A single-threaded sgemm with AVX-512 kernels for the shapes of a small ViT, used by
+// gemm() (gemm.h) with the same arguments and row-major convention. Built in when minivit
+// is compiled for a CPU with AVX-512, as the default -march=native build on such a CPU is.
+namespace minivit {
+
+bool sgemm_avx512_available();
+
+void sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                  int lda, const float* B, int ldb, float beta, float* C, int ldc);
+
+}  // namespace minivit
