@@ -56,9 +56,10 @@ void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int N, float*
 }
 
 // C[0:kRows, 0:cols] = alpha * op(A)[0:kRows, 0:kc] . panel + beta * C, with op(A)(r, k)
-// at a[k * lda + r] (kTransA) or a[r * lda + k]. beta == 0 never reads C.
+// at a[k * lda + r] (kTransA) or a[r * lda + k], and the panel's row k at panel + k * ldp.
+// beta == 0 never reads C.
 template <int kRows, bool kTransA>
-void tile(const float* a, int lda, const float* panel, int kc, float* C, int ldc, int cols,
+void tile(const float* a, int lda, const float* panel, int ldp, int kc, float* C, int ldc, int cols,
           float alpha, float beta) {
   __m512 acc[kRows][kVecs];
 #pragma GCC unroll 16
@@ -68,7 +69,7 @@ void tile(const float* a, int lda, const float* panel, int kc, float* C, int ldc
   for (int k = 0; k < kc; ++k) {
     __m512 b[kVecs];
 #pragma GCC unroll 4
-    for (int v = 0; v < kVecs; ++v) b[v] = _mm512_load_ps(panel + k * kNr + 16 * v);
+    for (int v = 0; v < kVecs; ++v) b[v] = _mm512_loadu_ps(panel + int64_t(k) * ldp + 16 * v);
 #pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) {
       const __m512 ar =
@@ -99,11 +100,12 @@ void tile(const float* a, int lda, const float* panel, int kc, float* C, int ldc
 
 // Tiles of kMr rows, and one of `rows` < kMr at the bottom edge.
 template <bool kTransA, int kRows = kMr>
-void tile_rows(int rows, const float* a, int lda, const float* panel, int kc, float* C, int ldc,
-               int cols, float alpha, float beta) {
+void tile_rows(int rows, const float* a, int lda, const float* panel, int ldp, int kc, float* C,
+               int ldc, int cols, float alpha, float beta) {
   if constexpr (kRows >= 1) {
-    if (rows == kRows) return tile<kRows, kTransA>(a, lda, panel, kc, C, ldc, cols, alpha, beta);
-    return tile_rows<kTransA, kRows - 1>(rows, a, lda, panel, kc, C, ldc, cols, alpha, beta);
+    if (rows == kRows)
+      return tile<kRows, kTransA>(a, lda, panel, ldp, kc, C, ldc, cols, alpha, beta);
+    return tile_rows<kTransA, kRows - 1>(rows, a, lda, panel, ldp, kc, C, ldc, cols, alpha, beta);
   }
 }
 
@@ -118,28 +120,33 @@ void sgemm_blocked(int M, int N, int K, float alpha, const float* A, int lda, bo
       }
     return;
   }
-  // Per-thread packed B, grown to the largest block once and reused after; panels start
-  // on a cache line, so each k's two vectors are one line.
+  // A B whose rows are whole panels wide is already laid out as its panels, with a longer
+  // stride: it is read in place (the weight gradients' B, B*T rows long, most of all).
+  // Otherwise B is packed into a per-thread buffer, grown to the largest block once and
+  // reused after, whose panel rows start on cache lines.
+  const bool in_place = !trans_b && N % kNr == 0;
   thread_local std::vector<float> storage;
   const int panels = (N + kNr - 1) / kNr;
-  const size_t floats = size_t(panels) * kNr * size_t(std::min(K, kKc)) + 16;
+  const size_t floats = in_place ? 0 : size_t(panels) * kNr * size_t(std::min(K, kKc)) + 16;
   if (storage.size() < floats) storage.resize(floats);
   float* packed = reinterpret_cast<float*>(
       (reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t(63));
+  const int ldp = in_place ? ldb : kNr;
 
   for (int k0 = 0; k0 < K; k0 += kKc) {
     const int kc = std::min(kKc, K - k0);
-    pack_b(trans_b, B, ldb, k0, kc, N, packed);
+    if (!in_place) pack_b(trans_b, B, ldb, k0, kc, N, packed);
     const float block_beta = k0 == 0 ? beta : 1.0f;  // later blocks add to the first's sum
     for (int i0 = 0; i0 < M; i0 += kMc) {
       const int i1 = std::min(M, i0 + kMc);
       for (int p = 0; p < panels; ++p) {
         const int j0 = p * kNr, cols = std::min(kNr, N - j0);
-        const float* panel = packed + int64_t(p) * kc * kNr;
+        const float* panel =
+            in_place ? B + int64_t(k0) * ldb + j0 : packed + int64_t(p) * kc * kNr;
         for (int i = i0; i < i1; i += kMr) {
           const float* a = kTransA ? A + int64_t(k0) * lda + i : A + int64_t(i) * lda + k0;
-          tile_rows<kTransA>(std::min(kMr, i1 - i), a, lda, panel, kc, C + int64_t(i) * ldc + j0,
-                             ldc, cols, alpha, block_beta);
+          tile_rows<kTransA>(std::min(kMr, i1 - i), a, lda, panel, ldp, kc,
+                             C + int64_t(i) * ldc + j0, ldc, cols, alpha, block_beta);
         }
       }
     }
