@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -158,22 +159,24 @@ void add_outer(float* __restrict acc, const float* __restrict w, int ldw,
 }
 
 // Softmax of row[0 .. T) in place, shifted by the row max for stability. The row is padded
-// to Tp (a multiple of kTile) so that the max and the exp run in whole vectors: the padding
-// repeats row[0], which leaves the max unchanged, and is left out of the sum.
+// to Tp (a multiple of kTile) so that every loop runs in whole vectors: the padding holds
+// the lowest float, which leaves the max unchanged and whose exp (clamped at exp(-87),
+// about 1.6e-38) vanishes below the last bit of a sum that the max's exp(0) = 1 is in.
 void softmax_padded(float* __restrict row, int T, int Tp) {
   if (Tp % kTile != 0) __builtin_unreachable();  // lets the loops run in whole vectors
-  for (int j = T; j < Tp; ++j) row[j] = row[0];
+  for (int j = T; j < Tp; ++j) row[j] = std::numeric_limits<float>::lowest();
   float maxv = row[0];
 #pragma omp simd reduction(max : maxv)
   for (int j = 0; j < Tp; ++j) maxv = row[j] > maxv ? row[j] : maxv;
-#pragma omp simd
-  for (int j = 0; j < Tp; ++j) row[j] = exp_nonpositive(row[j] - maxv);
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-  for (int j = 0; j < T; ++j) sum += row[j];
+  for (int j = 0; j < Tp; ++j) {
+    row[j] = exp_nonpositive(row[j] - maxv);
+    sum += row[j];
+  }
   const float inv = 1.0f / sum;
 #pragma omp simd
-  for (int j = 0; j < T; ++j) row[j] *= inv;
+  for (int j = 0; j < Tp; ++j) row[j] *= inv;
 }
 
 // used (n) = P' = P * mask / (1 - p): the attention weights after dropout, in forward for
