@@ -52,8 +52,12 @@ for t in 1 2; do run threads 128 4 6 $t; done
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 cpu = sys.argv[3]
-lines = [f"Machine: {cpu}, 2 cores; BLAS kernels {rows[0]['minivit']['blas_kernels']}; "
-         f"sgemm {rows[0]['minivit']['sgemm_gflops']:.0f} GFLOP/s measured by minivit bench.", "",
+m0 = rows[0]["minivit"]
+kernels = m0.get("gemm_kernels", "OpenBLAS " + m0["blas_kernels"])
+lines = [f"Machine: {cpu}, 2 cores; minivit's products through {kernels} "
+         f"({m0['sgemm_gflops']:.0f} GFLOP/s on 6400x192x64, 2 threads); OpenBLAS {m0['blas_kernels']} "
+         f"kernels ({m0.get('openblas_sgemm_gflops', m0['sgemm_gflops']):.0f} GFLOP/s on the same product) "
+         "for PyTorch.", "",
          "| study | batch | tokens | depth | threads | minivit train img/s | torch train img/s | ratio | minivit eval img/s | torch eval img/s | ratio | minivit train GFLOP/s | attention time share | attention FLOP share | minivit peak RSS MB | torch peak RSS MB |",
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 for r in rows:
