@@ -254,7 +254,17 @@ int64_t Activations::bytes() const {
   return total;
 }
 
-static void zero(float* p, int64_t n) { std::memset(p, 0, size_t(n) * sizeof(float)); }
+// Clears a gradient buffer that backward then adds into: megabytes per layer, so both
+// cores share the pass (one core's memset left the other waiting for about 5% of a step).
+static void zero(float* p, int64_t n) {
+  constexpr int64_t kChunk = 1 << 16;  // floats per piece: 256 KB
+  const int64_t pieces = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (pieces > 1)
+  for (int64_t i = 0; i < pieces; ++i) {
+    const int64_t begin = i * kChunk, count = std::min(kChunk, n - begin);
+    std::memset(p + begin, 0, size_t(count) * sizeof(float));
+  }
+}
 
 // out = x + branch (+ bias on every row, when the branch's linear layer left it out):
 // the residual adds, with the bias fused in to save a pass over the branch.
