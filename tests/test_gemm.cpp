@@ -3,6 +3,8 @@
 // across threads; for each set of kernels built in (minivit's AVX-512 ones and OpenBLAS).
 #include <catch2/catch.hpp>
 
+#include <omp.h>
+
 #include <cmath>
 #include <limits>
 
@@ -119,4 +121,19 @@ TEST_CASE("gemm results do not depend on the thread count", "[gemm]") {
     set_num_threads(threads);
     CHECK(C1 == C2);  // a row split leaves every dot product's order unchanged
   });
+}
+
+TEST_CASE("the thread pool flushes denormal floats to zero", "[gemm]") {
+  const int threads = num_threads();
+  set_num_threads(2);
+  int flushed = 0, ran = 0;
+#pragma omp parallel num_threads(2) reduction(+ : flushed, ran)
+  {
+    volatile float tiny = 1e-30f;
+    volatile float product = tiny * 1e-10f;  // 1e-40, a denormal unless flushed
+    flushed += product == 0.0f;
+    ++ran;
+  }
+  set_num_threads(threads);
+  CHECK(flushed == ran);
 }

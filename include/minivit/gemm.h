@@ -27,7 +27,8 @@ bool set_gemm_kernels(GemmKernels kernels);
 // "minivit AVX-512" or "OpenBLAS <its kernel family>", for logs and the benchmark.
 std::string gemm_kernels_name();
 
-// Sets the size of the thread pool (0 = all cores) and pins BLAS to one thread.
+// Sets the size of the thread pool (0 = all cores), pins BLAS to one thread and flushes
+// denormal floats to zero on the pool's threads (see gemm.cpp).
 // Returns the number of threads in use.
 int set_num_threads(int threads);
 int num_threads();
