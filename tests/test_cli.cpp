@@ -349,3 +349,33 @@ TEST_CASE("a non-finite loss stops training with the step, the culprit and the u
     CHECK(last.progress.step == 16);
   }
 }
+
+TEST_CASE("bench reports throughput and the kernels in use, and MINIVIT_GEMM picks them", "[cli]") {
+  TempDir dir("cli_bench");
+  const std::string config = dir.str("tiny.toml"), json = dir.str("bench.json");
+  write_text(config, tiny_config_toml(dir.str("no_data_needed"), dir.str("run")));
+  const std::string args = "bench --config " + config + " --steps 2 --warmup 1 --json " + json;
+
+  RunResult r = run_minivit(args);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("img/s") && Contains("gemm kernels"));
+  const auto j = nlohmann::json::parse(read_text(json));
+  CHECK(j.at("train_img_per_s").get<double>() > 0);
+  CHECK(j.at("eval_img_per_s").get<double>() > 0);
+  CHECK(j.at("sgemm_gflops").get<double>() > 0);
+  const std::string automatic = j.at("gemm_kernels");
+
+  setenv("MINIVIT_GEMM", "openblas", 1);
+  r = run_minivit(args);
+  REQUIRE(r.exit_code == 0);
+  CHECK(nlohmann::json::parse(read_text(json)).at("gemm_kernels").get<std::string>().rfind(
+            "OpenBLAS ", 0) == 0);
+
+  // An unknown value is named on stderr and the automatic choice is made.
+  setenv("MINIVIT_GEMM", "fastest", 1);
+  r = run_minivit(args);
+  unsetenv("MINIVIT_GEMM");
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("MINIVIT_GEMM=fastest: expected auto, openblas or avx512"));
+  CHECK(nlohmann::json::parse(read_text(json)).at("gemm_kernels") == automatic);
+}
