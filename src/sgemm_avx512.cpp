@@ -25,7 +25,7 @@ namespace {
 // A (6, 64) tile keeps 24 of the 32 zmm registers summing and needs 4 loads of B and 6
 // broadcasts of A per 24 FMAs. Measured on one core of the machine in the README, against
 // (8, 32), (12, 32), (14, 32), (7, 64), (4, 64) and (8, 48) tiles and other block sizes,
-// on the model's products: 180-200 GFLOP/s, twice OpenBLAS's AVX2 kernels.
+// on the model's products: 170-200 GFLOP/s, twice OpenBLAS's AVX2 kernels.
 constexpr int kMr = 6;           // rows of a C tile
 constexpr int kVecs = 4;         // zmm registers across a row of the tile
 constexpr int kNr = 16 * kVecs;  // columns of a C tile
@@ -47,10 +47,13 @@ void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int N, float*
         for (; j < kNr; ++j) row[j] = 0.0f;
       }
     } else {  // op(B)(k, j) = B[j * ldb + k]: read B's rows along k, write columns
-      for (int j = 0; j < kNr; ++j) {
+      int j = 0;
+      for (; j < cols; ++j) {
         const float* src = B + int64_t(j0 + j) * ldb + k0;
-        for (int k = 0; k < kc; ++k) dst[k * kNr + j] = j < cols ? src[k] : 0.0f;
+        for (int k = 0; k < kc; ++k) dst[k * kNr + j] = src[k];
       }
+      for (; j < kNr; ++j)
+        for (int k = 0; k < kc; ++k) dst[k * kNr + j] = 0.0f;
     }
   }
 }
