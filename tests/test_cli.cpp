@@ -190,9 +190,12 @@ TEST_CASE("training on one thread and on two ends with the same weights", "[cli]
   const std::string sizes = " --set model.dim=32 --set model.mlp_dim=64 --set train.batch_size=64"
                             " --set train.max_steps=8";
   for (int threads : {1, 2}) {
-    const RunResult r = run_minivit("train --config " + tmp.str("t.toml") + sizes +
-                                    " --set train.threads=" + std::to_string(threads) + " --out " +
-                                    tmp.str("t" + std::to_string(threads)));
+    const std::string n = std::to_string(threads);
+    std::string args = "train --config " + tmp.str("t.toml");
+    args += sizes;
+    args += " --set train.threads=" + n;
+    args += " --out " + tmp.str("t" + n);
+    const RunResult r = run_minivit(args);
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
   }
