@@ -52,8 +52,8 @@ std::string gemm_kernels_name() {
 
 // One product on the calling thread.
 static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-                       const float* A, int lda, const float* B, int ldb, float beta, float* C,
-                       int ldc) {
+                         const float* A, int lda, const float* B, int ldb, float beta, float* C,
+                         int ldc) {
   if (kernels_in_use() == GemmKernels::avx512)
     return sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
@@ -90,11 +90,11 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
     if (split_rows) {
       const float* A_part = trans_a ? A + begin : A + int64_t(begin) * lda;
       serial_sgemm(trans_a, trans_b, end - begin, N, K, alpha, A_part, lda, B, ldb, beta,
-                 C + int64_t(begin) * ldc, ldc);
+                   C + int64_t(begin) * ldc, ldc);
     } else {
       const float* B_part = trans_b ? B + int64_t(begin) * ldb : B + begin;
       serial_sgemm(trans_a, trans_b, M, end - begin, K, alpha, A, lda, B_part, ldb, beta,
-                 C + begin, ldc);
+                   C + begin, ldc);
     }
   }
 }
