@@ -16,12 +16,12 @@
 #include <string_view>
 #include <vector>
 
-#include "minivit/checkpoint.h"
-#include "minivit/cifar.h"
-#include "minivit/config.h"
-#include "minivit/error.h"
-#include "minivit/idx.h"
-#include "minivit/safetensors.h"
+#include "minivit/core/error.h"
+#include "minivit/data/cifar.h"
+#include "minivit/data/idx.h"
+#include "minivit/formats/checkpoint.h"
+#include "minivit/formats/config_file.h"
+#include "minivit/formats/safetensors.h"
 
 namespace minivit_fuzz {
 

@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "fuzz_entry.h"
-#include "minivit/checkpoint.h"
-#include "minivit/config.h"
-#include "minivit/fileio.h"
-#include "minivit/safetensors.h"
-#include "minivit/vit.h"
+#include "minivit/core/fileio.h"
+#include "minivit/formats/checkpoint.h"
+#include "minivit/formats/config_file.h"
+#include "minivit/formats/safetensors.h"
+#include "minivit/model/vit.h"
 
 namespace fs = std::filesystem;
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "minivit/rng.h"
+#include "minivit/core/rng.h"
 
 namespace minivit_test {
 

@@ -1,8 +1,8 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
-#include "minivit/gemm.h"
-#include "minivit/runtime.h"
+#include "minivit/kernels/gemm.h"
+#include "minivit/kernels/runtime.h"
 
 int main(int argc, char** argv) {
   // The tests check the kernels the program runs with.

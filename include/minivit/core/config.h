@@ -1,0 +1,89 @@
+#pragma once
+// The run configuration: TOML sections [model] [data] [optim] [train], as fixed by the
+// contract. Every field has the default a user gets when the key is absent. Reading,
+// checking and writing it as TOML is formats/config_file.h.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace minivit {
+
+struct ModelConfig {
+  int image_size = 28;
+  int channels = 1;
+  int patch_size = 4;
+  int dim = 64;
+  int depth = 6;
+  int heads = 4;
+  int mlp_dim = 128;
+  float dropout = 0.0f;            // on the attention projection and both MLP outputs
+  float attention_dropout = 0.0f;  // on the softmax attention weights
+  int num_classes = 10;
+
+  int grid() const { return image_size / patch_size; }
+  int patches() const { return grid() * grid(); }
+  int tokens() const { return patches() + 1; }  // CLS first
+  int head_dim() const { return dim / heads; }
+  int patch_len() const { return channels * patch_size * patch_size; }
+};
+
+struct DataConfig {
+  std::string format = "idx";  // idx | cifar10 | cifar100 | folder
+  std::string path = "/usr/share/datasets/fashion-mnist";
+  std::vector<float> mean = {0.2860f};  // one per channel
+  std::vector<float> std = {0.3530f};
+  bool shuffle = true;
+  bool augment = true;
+  float val_fraction = 0.1f;             // carved from the end of the training split
+  std::vector<std::string> class_names;  // empty: from the dataset
+  std::string label = "fine";            // cifar100: fine (100 classes) | coarse (20)
+  bool resize = true;                    // folder: resize every image to model.image_size
+
+  // Augmentation of the training split (applied only when `augment` is true; each is off
+  // at zero). Drawn from (train.seed, step, image), so runs repeat exactly.
+  int crop_padding = 0;       // random crop of the image padded by this many zero pixels
+  float hflip = 0.0f;         // probability of a horizontal flip
+  float erasing = 0.0f;       // probability of random erasing (a rectangle of noise)
+  float mixup = 0.0f;         // mixup Beta(alpha, alpha) strength
+  float cutmix = 0.0f;        // cutmix Beta(alpha, alpha) strength
+  float mix_prob = 1.0f;      // probability that a batch is mixed (when mixup/cutmix > 0)
+
+  bool augments() const {
+    return augment && (crop_padding > 0 || hflip > 0 || erasing > 0 || mixup > 0 || cutmix > 0);
+  }
+};
+
+struct OptimConfig {
+  std::string name = "adamw";  // adamw | sgd
+  float lr = 1e-3f;
+  float weight_decay = 0.05f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float momentum = 0.9f;
+  std::string schedule = "cosine";  // cosine | constant
+  int64_t warmup_steps = 0;
+  float min_lr = 0.0f;
+  float clip_grad_norm = 0.0f;  // 0 = off
+  float label_smoothing = 0.0f;
+};
+
+struct TrainConfig {
+  int epochs = 10;
+  int64_t max_steps = 0;  // 0 = from epochs
+  int batch_size = 128;
+  uint64_t seed = 0;
+  int threads = 0;  // 0 = all cores
+  std::string out_dir = "runs/default";
+  int log_every = 50;   // steps between metrics.jsonl lines
+  int eval_every = 1;   // epochs between validation passes
+};
+
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  OptimConfig optim;
+  TrainConfig train;
+  std::string source;  // the file it was read from, for messages
+};
+
+}  // namespace minivit

@@ -1,0 +1,34 @@
+#pragma once
+// The run configuration as a TOML file: reading (with --set overrides), checking and
+// writing. Loading checks types, unknown keys and impossible values, naming the file, line
+// and key at fault.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "minivit/core/config.h"
+
+namespace minivit {
+
+// Reads `path`, applies `overrides` ("section.key=value", TOML value syntax, bare strings
+// allowed), validates. Throws minivit::Error: "FILE:LINE: key 'model.dim': expected ...".
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Same, from TOML text already in memory (`source_name` is used in messages).
+Config parse_config(const std::string& toml_text, const std::string& source_name,
+                    const std::vector<std::string>& overrides = {});
+
+// Checks cross-key constraints (dim % heads, image_size % patch_size, rates in range,
+// mean/std length == channels...). Called by load/parse; exposed for configs built in code.
+void validate_config(const Config& config);
+
+// The resolved config as TOML text, every key written, re-readable by load_config.
+std::string config_to_toml(const Config& config);
+
+// Flat "section.key" -> value-as-TOML-text pairs, for checkpoint metadata ("minivit." is
+// prepended by the checkpoint writer). config_from_flat inverts it.
+std::vector<std::pair<std::string, std::string>> config_to_flat(const Config& config);
+Config config_from_flat(const std::vector<std::pair<std::string, std::string>>& flat,
+                        const std::string& source_name);
+
+}  // namespace minivit

@@ -1,0 +1,125 @@
+#pragma once
+// What a trained ViT looks at, for one image: the softmax attention weights of every layer
+// and head, attention rollout (Abnar & Zuidema 2020, "Quantifying Attention Flow in
+// Transformers"), per-head statistics and the pictures `minivit attention` writes.
+//
+// The maps are the very weights the model computes: vit_forward in eval mode (no dropout)
+// keeps each block's softmax (B, H, T, T) in Activations::blocks[l].att, and
+// collect_attention copies them out, so there is no second implementation of attention
+// here that could drift from the one that is trained.
+//
+//   AttentionMaps m = collect_attention(model, image);        // image: normalised (C, S, S)
+//   Tensor2 r = attention_rollout(m.att, Fusion::mean, 0.0);  // (G, G)
+//
+// Legend as in tensor.h: L layers, H heads, T = 1 + N tokens (CLS first, then the patches
+// row-major), G the patch grid side, N = G * G.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "minivit/core/tensor.h"
+#include "minivit/data/image_io.h"
+#include "minivit/inspect/canvas.h"
+#include "minivit/model/vit.h"
+
+namespace minivit {
+
+struct AttentionMaps {
+  Tensor4 att;                 // (L, H, T, T) softmax weights; row i = where token i looks
+  std::vector<float> logits;   // (K)
+  std::vector<double> probs;   // (K)
+};
+
+// One forward pass of `model` in eval mode on one normalised image (C, S, S).
+AttentionMaps collect_attention(const ViT& model, const float* image);
+
+// ---------------------------------------------------------------------------------------
+// Attention rollout
+
+enum class Fusion { mean, max, min };
+// "mean" | "max" | "min"; anything else throws minivit::Error naming `what`.
+Fusion parse_fusion(const std::string& text, const std::string& what);
+const char* fusion_name(Fusion fusion);
+
+// (H, T, T) -> (T, T): the heads of one layer combined elementwise.
+Tensor2 fuse_heads(const Tensor3& heads, Fusion fusion);
+
+// Zeroes the floor(ratio * T * (T - 1)) smallest entries among columns 1..T-1 of `a`
+// (T, T), ties broken by position (row-major). Column 0 (attention to CLS) is never
+// touched: it carries the information the CLS token gathers, and dropping it would cut
+// every path back to the output. ratio in [0, 1].
+void discard_lowest(Tensor2& a, double ratio);
+
+// The rollout matrix A_L ... A_2 A_1 (T, T), where A_l = rownorm(discard(fuse(att[l])) + I):
+// the identity stands for the residual connection, and every row is renormalised to sum 1
+// so that each A_l is again a distribution over the tokens below. Computed in double.
+Tensor2 rollout_matrix(const Tensor4& att, Fusion fusion, double discard_ratio);
+
+// Row 0 of rollout_matrix over the patches (columns 1..N), as the (G, G) grid: how much of
+// the CLS token's final state flows from each patch. Not renormalised (the rest of the row,
+// column 0, is the flow from the CLS token itself).
+Tensor2 attention_rollout(const Tensor4& att, Fusion fusion, double discard_ratio);
+
+// ---------------------------------------------------------------------------------------
+// Statistics
+
+struct PatchWeight {
+  int patch = 0;  // 0..N-1, row-major; token patch + 1
+  int row = 0;    // patch / G
+  int col = 0;    // patch % G
+  float weight = 0.f;
+};
+
+// The k largest of `weights` (N values over the G x G grid), largest first, ties by index.
+std::vector<PatchWeight> top_patches(const float* weights, int grid, int k);
+
+// Entropy in nats of the N patch weights after renormalising them to sum 1 (zero weights
+// contribute nothing); ln(N) is uniform attention.
+double patch_entropy(const float* weights, int n);
+
+// summary.json: the prediction (top-5) and, per layer and head, the entropy and top patches
+// of the CLS row, plus the rollout's top patches.
+struct SummaryInputs {
+  const AttentionMaps* maps = nullptr;
+  const Tensor2* rollout = nullptr;  // (G, G)
+  const std::vector<std::string>* class_names = nullptr;
+  Fusion fusion = Fusion::mean;
+  double discard = 0.0;
+  nlohmann::ordered_json source;  // where the image came from (file or dataset split and index)
+};
+nlohmann::ordered_json attention_summary(const SummaryInputs& in);
+
+// ---------------------------------------------------------------------------------------
+// Pictures
+
+// The image as the model saw it, nearest-neighbour upscaled by a whole factor to at least
+// `min_side` pixels so each input pixel stays a crisp square.
+Canvas render_input(const Image8& image, int min_side = 224);
+
+// Where render_grid puts things, so tests (and anyone cropping the picture) can find a tile.
+struct GridLayout {
+  int width = 0, height = 0;  // of the whole picture
+  int tile = 0;               // side of one square tile
+  int left = 0, top = 0;      // top-left corner of the tile of layer 0, head 0
+  int step_x = 0, step_y = 0;  // from one tile to the next head / layer
+  int tile_x(int head) const { return left + head * step_x; }
+  int tile_y(int layer) const { return top + layer * step_y; }
+};
+GridLayout grid_layout(int layers, int heads, int grid, int image_size, const std::string& title);
+
+// One tile per layer (rows) and head (columns): the input with the CLS row's attention over
+// the patches blended on top in viridis, each tile scaled to its own min..max so every
+// head's pattern is visible, its largest weight printed under it and its top patch outlined.
+// `title` heads the picture (for instance the predicted class).
+Canvas render_grid(const Image8& image, const Tensor4& att, const std::string& title);
+
+// The input and the rollout over it, side by side, with a colour bar; `note` goes under
+// the bar (for instance the fusion and discard ratio).
+Canvas render_rollout(const Image8& image, const Tensor2& rollout, const std::string& title,
+                      const std::string& note);
+
+// index.html: the pictures, the prediction and links to the raw files.
+std::string render_index_html(const nlohmann::ordered_json& summary);
+
+}  // namespace minivit

@@ -1,0 +1,35 @@
+#pragma once
+// Optimisers over the model's flat parameter buffer: AdamW (decoupled weight decay, as
+// PyTorch's torch.optim.AdamW) and SGD with momentum (as torch.optim.SGD, weight decay added
+// to the gradient). Weight decay touches only parameters whose spec says so (weight
+// matrices), never biases, LayerNorm, the CLS token or the position embedding.
+#include <cstdint>
+
+#include "minivit/core/config.h"
+#include "minivit/core/tensor.h"
+#include "minivit/model/vit.h"
+
+namespace minivit {
+
+// Learning rate for optimizer step `step` (0-based) of `total_steps`: linear warm-up from
+// lr / warmup_steps to lr over the first warmup_steps, then cosine decay to min_lr at the
+// last step, or constant.
+float learning_rate(const OptimConfig& config, int64_t step, int64_t total_steps);
+
+// Global L2 norm of the gradients (in double, so it does not depend on chunking).
+double grad_global_norm(const ViT& model);
+
+// Scales gradients so their global norm is at most max_norm; returns the norm before.
+double clip_grad_norm(ViT& model, double max_norm);
+
+struct Optimizer {
+  OptimConfig config;
+  Tensor1 m;  // (num_params) Adam first moment, or SGD momentum buffer
+  Tensor1 v;  // (num_params) Adam second moment (unused by SGD)
+  int64_t steps_taken = 0;  // for Adam's bias correction
+
+  Optimizer(const OptimConfig& config, int64_t num_params);
+  void step(ViT& model, float lr);
+};
+
+}  // namespace minivit

@@ -1,0 +1,30 @@
+#pragma once
+// One optimisation step: forward, loss, backward, clipping, update. Shared by the trainer,
+// the benchmark and the tests, so all three measure and check the same code.
+#include <cstdint>
+
+#include "minivit/model/optimizer.h"
+#include "minivit/model/vit.h"
+
+namespace minivit {
+
+struct StepResult {
+  float loss = 0.0f;
+  int correct = 0;          // argmax(logits) == label
+  double grad_norm = 0.0;   // before clipping
+  bool finite = true;       // loss and gradient norm are finite (else no update was made)
+};
+
+// images (B, C, S, S) normalised; targets (B, K) distributions; labels (B) for accuracy.
+StepResult train_step(ViT& model, Activations& acts, Optimizer& optimizer, const float* images,
+                      const float* targets, const int32_t* labels, int B, float lr,
+                      float clip_grad_norm, uint64_t dropout_key);
+
+// Forward, loss and backward only (gradients left in model.grads); returns the loss.
+float forward_backward(ViT& model, Activations& acts, const float* images, const float* targets,
+                       int B, uint64_t dropout_key);
+
+// Name of the first parameter tensor holding a non-finite gradient, or "" if none.
+std::string first_nonfinite_grad(const ViT& model);
+
+}  // namespace minivit

@@ -1,0 +1,145 @@
+// minivit: parses the command line and hands over to one command (see commands.h).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <new>
+
+#include "minivit/cli/commands.h"
+#include "minivit/core/error.h"
+#include "minivit/kernels/gemm.h"
+#include "minivit/kernels/runtime.h"
+
+int main(int argc, char** argv) {
+  minivit::restart_with_tuned_runtime(argv);
+  CLI::App app{
+      "minivit " MINIVIT_VERSION
+      ": a Vision Transformer trainer written from scratch.\n"
+      "Train from a TOML config, evaluate checkpoints, inspect attention maps.\n"
+      "Run `minivit COMMAND --help` for the options of each command."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", MINIVIT_VERSION);
+
+  minivit::TrainOptions train;
+  CLI::App* train_cmd = app.add_subcommand(
+      "train", "Train a model from a config file; writes checkpoints, metrics.jsonl, "
+               "curves.png and eval.json into the run directory.");
+  train_cmd->add_option("--config", train.config_path,
+                        "TOML config file (optional with --resume: the run's config.toml)");
+  train_cmd->add_option("--set", train.sets,
+                        "Override one key, e.g. --set optim.lr=5e-4 (repeatable; wins over the file)");
+  train_cmd->add_option("--out", train.out_dir, "Run directory (default: train.out_dir)");
+  train_cmd->add_option("--resume", train.resume_dir,
+                        "Continue the interrupted run in this directory exactly where it stopped");
+  train_cmd->add_option("--init", train.init_path,
+                        "Start from the weights in this .safetensors file (timm names and shapes)")
+      ->check(CLI::ExistingFile);
+
+  minivit::EvalOptions eval;
+  CLI::App* eval_cmd = app.add_subcommand(
+      "eval", "Evaluate a checkpoint: top-1, top-5, loss, per-class accuracy, confusion matrix.");
+  eval_cmd->add_option("--checkpoint", eval.checkpoint, "Checkpoint (.safetensors) written by train")
+      ->required();
+  eval_cmd->add_option("--data", eval.data_path,
+                       "Dataset path (default: data.path stored in the checkpoint)");
+  eval_cmd->add_option("--split", eval.split, "test, val or train (default: test)")
+      ->check(CLI::IsMember({"test", "val", "train"}));
+  eval_cmd->add_option("--json", eval.json_path, "Also write the results as JSON to this file");
+
+  minivit::AttentionOptions attention;
+  CLI::App* attention_cmd = app.add_subcommand(
+      "attention",
+      "Show where a checkpoint looks in one image: the softmax attention of every layer and "
+      "head (attention.npy, float32 [layers, heads, T, T], T = 1 + patches, CLS first), "
+      "attention rollout (rollout.npy, [grid, grid]), the normalised input (input.npy), "
+      "pictures (input.png, grid.png, rollout.png), summary.json and index.html.");
+  attention_cmd->add_option("--checkpoint", attention.checkpoint, "Checkpoint (.safetensors) written by train")
+      ->required();
+  attention_cmd->add_option("--image", attention.image,
+                            "Image file (PNG, JPEG, BMP, TGA...), converted to the model's channels and "
+                            "size and normalised as in training");
+  attention_cmd->add_option("--index", attention.index,
+                            "Or: image N of a split of the checkpoint's dataset (0-based)")
+      ->check(CLI::NonNegativeNumber);
+  attention_cmd->add_option("--split", attention.split, "Split for --index: test (default), val or train");
+  attention_cmd->add_option("--out", attention.out_dir, "Directory to write the files into (created if needed)")
+      ->required();
+  attention_cmd->add_option("--fusion", attention.fusion,
+                            "How rollout combines the heads of a layer: mean (default), max or min");
+  attention_cmd->add_option("--discard", attention.discard,
+                            "Rollout: zero this fraction of the smallest fused weights in each layer, "
+                            "never those on the CLS column (default 0)");
+
+  minivit::PredictOptions predict;
+  CLI::App* predict_cmd = app.add_subcommand(
+      "predict", "Classify image files: the top classes and their probabilities for each image.");
+  predict_cmd->add_option("--checkpoint", predict.checkpoint, "Checkpoint (.safetensors) written by train")
+      ->required();
+  predict_cmd->add_option("--topk", predict.topk, "Classes shown per image (default 5)");
+  predict_cmd->add_option("--json", predict.json_path,
+                          "Also write the predictions as JSON to this file: {\"checkpoint\", \"predictions\": "
+                          "[{\"image\", \"top\": [{\"class\", \"index\", \"probability\"}, ...]}, ...]}");
+  predict_cmd->add_option("IMAGE", predict.images,
+                          "Image files (PNG, JPEG, BMP, TGA...), converted to the model's channels and "
+                          "size and normalised as in training")
+      ->required();
+
+  std::string info_path;
+  CLI::App* info_cmd = app.add_subcommand(
+      "info", "Show a checkpoint's config, parameter count, step and accuracy.");
+  info_cmd->add_option("FILE", info_path, "A .safetensors file")->required();
+
+  minivit::BenchOptions bench;
+  CLI::App* bench_cmd = app.add_subcommand(
+      "bench", "Measure training and evaluation speed at a config's shapes (synthetic data).");
+  bench_cmd->add_option("--config", bench.config_path, "TOML config file")->required();
+  bench_cmd->add_option("--set", bench.sets, "Override one key (repeatable)");
+  bench_cmd->add_option("--steps", bench.steps, "Timed training steps and evaluation batches (default 20)");
+  bench_cmd->add_option("--warmup", bench.warmup, "Untimed steps first (default 3)");
+  bench_cmd->add_option("--json", bench.json_path, "Also write the results as JSON to this file");
+  bench_cmd->footer(
+      "Matrix products run on minivit's own AVX-512 kernels when the build and the CPU have "
+      "AVX-512, else on OpenBLAS; MINIVIT_GEMM=openblas in the environment forces OpenBLAS, to "
+      "compare the two. The sgemm line is the kernels' rate on the model's largest product.");
+
+  minivit::ExportOptions export_opts;
+  CLI::App* export_cmd = app.add_subcommand(
+      "export",
+      "Write a dataset minivit can load (any data.format) as PNG files, "
+      "DIR/train/<class>/<index>.png and DIR/test/<class>/<index>.png: the layout "
+      "data.format = \"folder\" reads. Class names are made safe for file names "
+      "(\"T-shirt/top\" -> T-shirt_top).");
+  export_cmd->add_option("--config", export_opts.config_path, "TOML config file naming the dataset")
+      ->required();
+  export_cmd->add_option("--set", export_opts.sets, "Override one key, e.g. --set data.path=DIR (repeatable)");
+  export_cmd->add_option("--out", export_opts.out_dir,
+                         "Directory to create (must be missing or empty); appears only when complete")
+      ->required();
+  export_cmd->add_option("--split", export_opts.split, "train, test or all (default: all)")
+      ->check(CLI::IsMember({"train", "test", "all"}));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (*train_cmd) return minivit::run_train(train);
+    if (*eval_cmd) return minivit::run_eval(eval);
+    if (*attention_cmd) return minivit::run_attention(attention);
+    if (*predict_cmd) return minivit::run_predict(predict);
+    if (*info_cmd) return minivit::run_info(info_path);
+    if (*bench_cmd) return minivit::run_bench(bench);
+    if (*export_cmd) return minivit::run_export(export_opts);
+  } catch (const minivit::Error& e) {
+    std::fprintf(stderr, "minivit: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "minivit: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "minivit: internal error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,229 @@
+#include "minivit/inspect/plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace minivit {
+
+namespace {
+
+constexpr int kWidth = 900, kHeight = 400;
+constexpr int kFont = 2;  // text scale: 14-pixel capitals
+
+constexpr Color kWhite = {255, 255, 255};
+constexpr Color kInk = {25, 25, 25};        // titles
+constexpr Color kLabel = {70, 70, 70};      // tick labels, axis label
+constexpr Color kAxis = {110, 110, 110};    // axis lines and tick marks
+constexpr Color kGrid = {228, 228, 228};    // grid lines
+constexpr Color kTrain = {31, 119, 180};    // blue
+constexpr Color kVal = {230, 110, 0};       // orange
+
+struct Series {
+  std::string name;
+  Color color;
+  bool square_markers;
+  std::vector<std::pair<double, double>> xy;  // finite points, in epoch order
+};
+
+// A tick step of 1, 2 or 5 times a power of ten giving about `target` intervals.
+double nice_step(double range, int target) {
+  double raw = range / target;
+  double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double r = raw / mag;
+  return (r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10) * mag;
+}
+
+struct Axis {
+  double lo, hi;              // the visible range
+  std::vector<double> ticks;  // round values inside it
+  double step;
+};
+
+// Axis over [lo, hi] with a margin so points do not sit on the frame; a zero range is
+// widened so a single point or a constant series sits in the middle. Ticks are kept
+// within [tick_min, tick_max] (no "104" on a percent axis).
+Axis make_value_axis(double lo, double hi, double tick_min, double tick_max) {
+  if (!(lo <= hi)) lo = 0, hi = 1;  // no data
+  double range = hi - lo;
+  if (range <= 1e-9 * std::max(1.0, std::abs(hi))) {
+    double pad = std::max(std::abs(hi) * 0.05, 0.01);
+    lo -= pad, hi += pad;
+  } else {
+    lo -= 0.07 * range, hi += 0.07 * range;
+  }
+  Axis a{lo, hi, {}, nice_step(hi - lo, 5)};
+  for (double k = std::ceil(lo / a.step - 1e-9); k * a.step <= hi + 1e-9 * a.step; k += 1)
+    if (k * a.step >= tick_min - 1e-9 * a.step && k * a.step <= tick_max + 1e-9 * a.step)
+      a.ticks.push_back(k * a.step);
+  return a;
+}
+
+// Epoch axis: whole-number ticks, half an interval of margin either side.
+Axis make_epoch_axis(int first, int last) {
+  double range = last - first;
+  double pad = std::max(0.5, 0.04 * range);
+  Axis a{first - pad, last + pad, {}, std::max(1.0, nice_step(std::max(range, 1.0), 6))};
+  for (double k = std::ceil(a.lo / a.step); k * a.step <= a.hi; k += 1)
+    a.ticks.push_back(k * a.step);
+  return a;
+}
+
+std::string tick_label(double v, double step) {
+  char buf[32];
+  if (std::abs(v) < step * 1e-6) v = 0;  // no "-0.0"
+  double big = std::abs(v);
+  if (big >= 1e5 || step < 1e-4) {
+    std::snprintf(buf, sizeof buf, "%.3g", v);
+  } else {
+    int decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  }
+  return buf;
+}
+
+// Title-weight text: drawn twice one pixel apart.
+void draw_bold(Canvas& c, int x, int y, const std::string& s, Color color) {
+  c.draw_text(x, y, s, color, kFont);
+  c.draw_text(x + 1, y, s, color, kFont);
+}
+
+void draw_marker(Canvas& c, double x, double y, const Series& s, float radius) {
+  if (radius <= 0) return;
+  if (s.square_markers) {
+    int half = static_cast<int>(std::lround(radius * 0.9));
+    int cx = static_cast<int>(std::lround(x)), cy = static_cast<int>(std::lround(y));
+    c.fill_rect(cx - half, cy - half, 2 * half + 1, 2 * half + 1, s.color);
+  } else {
+    c.fill_circle(static_cast<float>(x), static_cast<float>(y), radius, s.color);
+  }
+}
+
+// One panel occupying columns [x0, x0 + w) of the canvas.
+// Value ticks are kept within [tick_min, tick_max].
+void draw_panel(Canvas& c, int x0, int w, const std::string& title, double tick_min,
+                double tick_max, const std::vector<Series>& series) {
+  // Ranges over every finite point of every series.
+  double ylo = INFINITY, yhi = -INFINITY;
+  int efirst = 0, elast = 0;
+  bool any = false;
+  for (const Series& s : series)
+    for (auto [x, y] : s.xy) {
+      ylo = std::min(ylo, y), yhi = std::max(yhi, y);
+      int e = static_cast<int>(x);
+      efirst = any ? std::min(efirst, e) : e;
+      elast = any ? std::max(elast, e) : e;
+      any = true;
+    }
+  if (!any) efirst = 1, elast = 10;
+  Axis ya = make_value_axis(ylo, yhi, tick_min, tick_max);
+  Axis xa = make_epoch_axis(efirst, elast);
+
+  std::vector<std::string> ylabels;
+  int label_w = 0;
+  for (double t : ya.ticks) {
+    ylabels.push_back(tick_label(t, ya.step));
+    label_w = std::max(label_w, text_width(ylabels.back(), kFont) - 2 * kFont);
+  }
+
+  // Plot area [left, right] x [top, bottom], inclusive pixel bounds.
+  const int cap = kTextCapHeight * kFont;
+  const int left = x0 + 16 + label_w + 10;
+  const int right = x0 + w - 18;
+  const int top = 52;
+  const int bottom = kHeight - 56;
+  auto px = [&](double e) { return left + (e - xa.lo) / (xa.hi - xa.lo) * (right - left); };
+  auto py = [&](double v) { return bottom - (v - ya.lo) / (ya.hi - ya.lo) * (bottom - top); };
+
+  // Grid, then the frame, so the frame is on top.
+  for (double t : ya.ticks) c.fill_rect(left, static_cast<int>(std::lround(py(t))), right - left + 1, 1, kGrid);
+  for (double t : xa.ticks) c.fill_rect(static_cast<int>(std::lround(px(t))), top, 1, bottom - top + 1, kGrid);
+  c.fill_rect(left, top, 1, bottom - top + 1, kAxis);
+  c.fill_rect(left, bottom, right - left + 1, 1, kAxis);
+
+  // Tick marks and labels: y labels right-aligned left of the axis, x labels centred below.
+  for (size_t i = 0; i < ya.ticks.size(); ++i) {
+    int y = static_cast<int>(std::lround(py(ya.ticks[i])));
+    c.fill_rect(left - 5, y, 5, 1, kAxis);
+    int tw = text_width(ylabels[i], kFont) - 2 * kFont;
+    c.draw_text(left - 9 - tw, y - cap / 2, ylabels[i], kLabel, kFont);
+  }
+  for (double t : xa.ticks) {
+    int x = static_cast<int>(std::lround(px(t)));
+    c.fill_rect(x, bottom + 1, 1, 5, kAxis);
+    char s[32];
+    std::snprintf(s, sizeof s, "%.0f", t);  // epochs are whole numbers
+    c.draw_text(x - (text_width(s, kFont) - 2 * kFont) / 2, bottom + 10, s, kLabel, kFont);
+  }
+  const std::string xlabel = "epoch";
+  c.draw_text((left + right) / 2 - (text_width(xlabel, kFont) - 2 * kFont) / 2,
+              bottom + 10 + cap + 12, xlabel, kLabel, kFont);
+
+  // Title at the top left of the plot area.
+  const int title_y = top - cap - 16;
+  draw_bold(c, left, title_y, title, kInk);
+
+  // Lines first, then markers over every line, so points stay visible where curves cross.
+  size_t most = 0;
+  for (const Series& s : series) most = std::max(most, s.xy.size());
+  float radius = most <= 40 ? 3.5f : most <= 120 ? 2.5f : 0.f;
+  for (const Series& s : series)
+    for (size_t i = 1; i < s.xy.size(); ++i)
+      c.draw_line(static_cast<float>(px(s.xy[i - 1].first)), static_cast<float>(py(s.xy[i - 1].second)),
+                  static_cast<float>(px(s.xy[i].first)), static_cast<float>(py(s.xy[i].second)),
+                  s.color, 2.f);
+  for (const Series& s : series)
+    for (auto [x, y] : s.xy) draw_marker(c, px(x), py(y), s, radius);
+
+  if (!any) {
+    const std::string msg = "no data";
+    c.draw_text((left + right) / 2 - text_width(msg, kFont) / 2, (top + bottom) / 2 - cap / 2,
+                msg, kLabel, kFont);
+  }
+
+  // Legend at the top right, in line with the title: a line with a marker, then the name.
+  int lx = right;
+  for (auto it = series.rbegin(); it != series.rend(); ++it) {
+    if (it->xy.empty()) continue;
+    lx -= text_width(it->name, kFont) - 2 * kFont;
+    c.draw_text(lx, title_y, it->name, kLabel, kFont);
+    lx -= 8 + 22;
+    double ly = title_y + cap / 2.0;
+    c.draw_line(static_cast<float>(lx), static_cast<float>(ly), static_cast<float>(lx + 22),
+                static_cast<float>(ly), it->color, 2.f);
+    draw_marker(c, lx + 11, ly, *it, 3.5f);
+    lx -= 20;
+  }
+}
+
+}  // namespace
+
+Canvas render_training_curves(const std::vector<EpochPoint>& points) {
+  // Epoch order, the last entry for a repeated epoch winning.
+  std::map<int, EpochPoint> by_epoch;
+  for (const EpochPoint& p : points) by_epoch[p.epoch] = p;
+
+  Series train_loss{"train", kTrain, false, {}}, val_loss{"val", kVal, true, {}};
+  Series train_acc{"train", kTrain, false, {}}, val_acc{"val", kVal, true, {}};
+  auto add = [](Series& s, int epoch, double v) {
+    if (std::isfinite(v)) s.xy.emplace_back(epoch, v);
+  };
+  for (const auto& [epoch, p] : by_epoch) {
+    add(train_loss, epoch, p.train_loss);
+    add(val_loss, epoch, p.val_loss);
+    add(train_acc, epoch, 100.0 * p.train_acc);
+    add(val_acc, epoch, 100.0 * p.val_acc);
+  }
+
+  Canvas c(kWidth, kHeight, kWhite);
+  draw_panel(c, 0, kWidth / 2, "loss", -INFINITY, INFINITY, {train_loss, val_loss});
+  draw_panel(c, kWidth / 2, kWidth / 2, "accuracy (%)", 0, 100, {train_acc, val_acc});
+  return c;
+}
+
+void plot_training_curves(const std::string& png_path, const std::vector<EpochPoint>& points) {
+  write_png(png_path, render_training_curves(points));
+}
+
+}  // namespace minivit

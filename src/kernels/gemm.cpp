@@ -1,0 +1,162 @@
+#include "minivit/kernels/gemm.h"
+
+#include <cblas.h>
+#include <strings.h>
+#include <omp.h>
+
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "minivit/kernels/sgemm_avx512.h"
+
+namespace minivit {
+
+// Read once from MINIVIT_GEMM (auto, openblas or avx512); set_gemm_kernels() changes it
+// between products. A value that cannot be followed is said once on stderr and the
+// automatic choice made instead: a speed setting never stops a run.
+static GemmKernels& kernels_in_use() {
+  static GemmKernels kernels = [] {
+    const GemmKernels automatic =
+        sgemm_avx512_available() ? GemmKernels::avx512 : GemmKernels::openblas;
+    const char* env = std::getenv("MINIVIT_GEMM");
+    if (!env || !*env || strcasecmp(env, "auto") == 0) return automatic;
+    if (strcasecmp(env, "openblas") == 0) return GemmKernels::openblas;
+    const bool avx512 = strcasecmp(env, "avx512") == 0;
+    if (avx512 && sgemm_avx512_available()) return GemmKernels::avx512;
+    std::fprintf(stderr, "minivit: MINIVIT_GEMM=%s: %s; using %s\n", env,
+                 avx512 ? "this build has no AVX-512 kernels" : "expected auto, openblas or avx512",
+                 automatic == GemmKernels::avx512 ? "avx512" : "openblas");
+    return automatic;
+  }();
+  return kernels;
+}
+
+GemmKernels gemm_kernels() { return kernels_in_use(); }
+
+bool set_gemm_kernels(GemmKernels kernels) {
+  if (kernels == GemmKernels::avx512 && !sgemm_avx512_available()) return false;
+  kernels_in_use() = kernels;
+  return true;
+}
+
+std::string gemm_kernels_name() {
+  if (kernels_in_use() == GemmKernels::avx512) return "minivit AVX-512";
+  return std::string("OpenBLAS ") + openblas_get_corename();
+}
+
+// One product on the calling thread.
+static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                         const float* A, int lda, const float* B, int ldb, float beta, float* C,
+                         int ldc) {
+  if (kernels_in_use() == GemmKernels::avx512)
+    return sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
+              ldc);
+}
+
+// Below this many multiply-adds a split costs more in synchronisation than it saves.
+static constexpr double kMinSplitWork = 1 << 18;
+
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  // The cut depends on the shape and the machine alone, never on the thread count:
+  // OpenBLAS's kernels round the last rows or columns of a call (its size modulo their
+  // unroll) in another order, so a cut that moved with the thread count would move the
+  // rounding with it, and a run on one thread would not repeat a run on two.
+  const double work = double(M) * N * K;
+  const bool split_rows = M >= N;
+  const int extent = split_rows ? M : N;
+  const int parts = int(std::min<double>({double(max_work_blocks()), std::max(1.0, work / kMinSplitWork),
+                                          double(extent)}));
+  const int threads = omp_in_parallel() ? 1 : std::min(omp_get_max_threads(), parts);
+  if (parts == 1) {
+    serial_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  // Contiguous blocks of rows (or columns) of C, each computed by exactly one thread.
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int part = 0; part < parts; ++part) {
+    const int begin = int(int64_t(extent) * part / parts);
+    const int end = int(int64_t(extent) * (part + 1) / parts);
+    if (end <= begin) continue;
+    if (split_rows) {
+      const float* A_part = trans_a ? A + begin : A + int64_t(begin) * lda;
+      serial_sgemm(trans_a, trans_b, end - begin, N, K, alpha, A_part, lda, B, ldb, beta,
+                   C + int64_t(begin) * ldc, ldc);
+    } else {
+      const float* B_part = trans_b ? B + int64_t(begin) * ldb : B + begin;
+      serial_sgemm(trans_a, trans_b, M, end - begin, K, alpha, A, lda, B_part, ldb, beta,
+                   C + begin, ldc);
+    }
+  }
+}
+
+// Denormal floats (below 1.2e-38) appear as training goes on, and the CPU takes a slow
+// path for each: the rate of a long run fell from 1849 to 1641 img/s by its third epoch,
+// with backward's share of the profile growing, and held at 1952 once they were flushed.
+// Flushing them to zero (FTZ for results, DAZ for inputs), as ML frameworks on CPU commonly
+// do, changes nothing a float32 model can resolve.
+static void flush_denormals_on_this_thread() {
+#if defined(__SSE__)
+  _mm_setcsr(_mm_getcsr() | 0x8040);  // FTZ (bit 15) and DAZ (bit 6)
+#endif
+}
+
+int set_num_threads(int threads) {
+  if (threads <= 0) threads = omp_get_num_procs();
+  openblas_set_num_threads(1);
+  omp_set_num_threads(threads);
+  // On this thread, whose setting threads created later inherit, and on the pool's
+  // threads that exist already.
+  flush_denormals_on_this_thread();
+#pragma omp parallel num_threads(threads)
+  flush_denormals_on_this_thread();
+  return threads;
+}
+
+int num_threads() { return omp_get_max_threads(); }
+
+int max_work_blocks() {
+  static const int cores = omp_get_num_procs();
+  return cores;
+}
+
+const char* blas_kernel_name() { return openblas_get_corename(); }
+
+// The AVX-512 subset OpenBLAS's SkylakeX kernels use.
+static bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+
+const char* preferred_blas_kernels() {
+  if (strcasecmp(openblas_get_corename(), "prescott") != 0) return nullptr;  // detection worked
+  if (cpu_has_avx512()) return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return nullptr;
+}
+
+std::string blas_kernel_advice() {
+  if (kernels_in_use() != GemmKernels::openblas) return "";  // OpenBLAS computes no product
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  if (!forced) return "";
+  const char* in_use = openblas_get_corename();
+  const bool avx512_kernels = strcasecmp(in_use, "skylakex") == 0 ||
+                              strcasecmp(in_use, "cooperlake") == 0 ||
+                              strcasecmp(in_use, "sapphirerapids") == 0;
+  if (!cpu_has_avx512() || avx512_kernels) return "";
+  return std::string("note: OPENBLAS_CORETYPE=") + forced + " in the environment holds OpenBLAS to its " +
+         in_use + " kernels; this CPU has AVX-512, whose kernels are usually faster (unset "
+         "OPENBLAS_CORETYPE to let OpenBLAS choose, or set it to SkylakeX)";
+}
+
+}  // namespace minivit

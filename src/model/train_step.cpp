@@ -1,0 +1,50 @@
+#include "minivit/model/train_step.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "minivit/nn/cross_entropy.h"
+
+namespace minivit {
+
+float forward_backward(ViT& model, Activations& acts, const float* images, const float* targets,
+                       int B, uint64_t dropout_key) {
+  const int K = model.config.num_classes;
+  model.zero_grad();
+  vit_forward(model, acts, images, B, true, dropout_key);
+  const float loss =
+      cross_entropy_forward(acts.probs.data(), acts.logits.data(), targets, B, K);
+  std::memset(acts.dlogits.data(), 0, sizeof(float) * size_t(B) * size_t(K));
+  cross_entropy_backward(acts.dlogits.data(), acts.probs.data(), targets, B, K);
+  vit_backward(model, acts, B);
+  return loss;
+}
+
+StepResult train_step(ViT& model, Activations& acts, Optimizer& optimizer, const float* images,
+                      const float* targets, const int32_t* labels, int B, float lr,
+                      float clip_grad_norm_max, uint64_t dropout_key) {
+  StepResult r;
+  r.loss = forward_backward(model, acts, images, targets, B, dropout_key);
+  const int K = model.config.num_classes;
+  for (int b = 0; b < B; ++b) {
+    const float* z = acts.logits.data() + int64_t(b) * K;
+    r.correct += int(std::max_element(z, z + K) - z) == labels[b];
+  }
+  r.grad_norm = clip_grad_norm(model, clip_grad_norm_max);
+  r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
+  if (r.finite) optimizer.step(model, lr);
+  return r;
+}
+
+std::string first_nonfinite_grad(const ViT& model) {
+  for (const ParamSpec& s : model.specs) {
+    const float* g = model.grads.data() + s.offset;
+    for (int64_t i = 0; i < s.size; ++i)
+      if (!std::isfinite(g[i])) return s.name;
+  }
+  return "";
+}
+
+}  // namespace minivit

@@ -1,0 +1,37 @@
+#include "minivit/nn/dropout.h"
+
+#include "minivit/core/rng.h"
+
+namespace minivit {
+
+bool dropout_keep(uint64_t key, int64_t index, float p) {
+  return rng_uniform(key, uint64_t(index)) >= p;
+}
+
+void dropout_forward(float* out, uint8_t* mask, const float* inp, int64_t n, float p,
+                     uint64_t key) {
+  if (p <= 0.0f) {
+    if (out != inp)
+      for (int64_t i = 0; i < n; ++i) out[i] = inp[i];
+    return;
+  }
+  const float scale = 1.0f / (1.0f - p);
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const bool keep = dropout_keep(key, i, p);
+    mask[i] = keep;
+    out[i] = keep ? inp[i] * scale : 0.0f;
+  }
+}
+
+void dropout_backward(float* dinp, const float* dout, const uint8_t* mask, int64_t n, float p) {
+  if (p <= 0.0f) {
+    for (int64_t i = 0; i < n; ++i) dinp[i] += dout[i];
+    return;
+  }
+  const float scale = 1.0f / (1.0f - p);
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) dinp[i] += mask[i] ? dout[i] * scale : 0.0f;
+}
+
+}  // namespace minivit

@@ -1,0 +1,42 @@
+#include "minivit/nn/linear.h"
+
+#include <omp.h>
+
+#include <cstdint>
+#include <cstddef>
+#include <vector>
+
+#include "minivit/kernels/gemm.h"
+
+namespace minivit {
+
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int R,
+                    int I, int O) {
+  float beta = 0.0f;
+  if (bias) {
+    // Seed every output row with the bias so the product can accumulate onto it.
+#pragma omp parallel for schedule(static) if (int64_t(R) * O > 65536)
+    for (int r = 0; r < R; ++r) {
+      float* row = out + int64_t(r) * O;
+      for (int o = 0; o < O; ++o) row[o] = bias[o];
+    }
+    beta = 1.0f;
+  }
+  gemm(false, true, R, O, I, 1.0f, inp, I, weight, I, beta, out, O);
+}
+
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                     const float* inp, const float* weight, int R, int I, int O) {
+  // forward: out = inp . W^T + b
+  if (dinp) gemm(false, false, R, I, O, 1.0f, dout, O, weight, I, 1.0f, dinp, I);  // dinp += dout . W
+  gemm(true, false, O, I, R, 1.0f, dout, O, inp, I, 1.0f, dweight, I);  // dW += dout^T . inp
+  if (dbias) {
+    // Column sums of dout as the product ones(1, R) . dout: BLAS reads dout row by row,
+    // where a plain loop over columns would stride through memory.
+    static std::vector<float> ones;  // grows to the largest R once, then never reallocates
+    if (ones.size() < size_t(R)) ones.assign(size_t(R), 1.0f);
+    gemm(true, false, 1, O, R, 1.0f, ones.data(), 1, dout, O, 1.0f, dbias, O);  // db += 1^T . dout
+  }
+}
+
+}  // namespace minivit

@@ -1,0 +1,384 @@
+// The minivit program as a user runs it: train on a small generated IDX dataset, then
+// eval, info, resume, and the errors a user meets with bad input.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "minivit/formats/checkpoint.h"
+#include "minivit/formats/safetensors.h"
+#include "test_util.h"
+
+using namespace minivit_test;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+extern char** environ;
+
+namespace {
+
+// One dataset and one finished tiny run shared by the tests that only read it.
+struct TinyRun {
+  TempDir dir{"cli_run"};
+  std::string data, out, config;
+  RunResult train;
+  TinyRun() {
+    data = dir.str("data");
+    out = dir.str("run");
+    config = dir.str("tiny.toml");
+    write_tiny_idx_dataset(data, 320, 96, 8, 4);
+    write_text(config, tiny_config_toml(data, out));
+    train = run_minivit("train --config " + config);
+  }
+};
+
+TinyRun& tiny_run() {
+  static TinyRun run;
+  return run;
+}
+
+std::vector<float> tensor_bytes(const std::string& path) {
+  minivit::SafetensorsFile f = minivit::read_safetensors(path);
+  std::vector<float> all;
+  for (const auto& name : f.order) all.insert(all.end(), f.tensors[name].data.begin(), f.tensors[name].data.end());
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("train writes the run directory of the contract and learns", "[cli][train]") {
+  TinyRun& run = tiny_run();
+  INFO(run.train.err);
+  REQUIRE(run.train.exit_code == 0);
+  for (const char* name : {"config.toml", "metrics.jsonl", "last.safetensors", "best.safetensors",
+                           "resume.safetensors", "eval.json", "curves.png"})
+    CHECK(fs::exists(fs::path(run.out) / name));
+  const auto report = nlohmann::json::parse(read_text(run.out + "/eval.json"));
+  CHECK(report["n"] == 96);
+  CHECK(report["top1"].get<double>() > 0.8);  // chance is 0.25
+  CHECK(report["confusion"].size() == 4);
+  // metrics.jsonl: step lines every log_every steps and one line per epoch.
+  int steps = 0, epochs = 0;
+  std::istringstream lines(read_text(run.out + "/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    steps += j["type"] == "step";
+    epochs += j["type"] == "epoch";
+  }
+  CHECK(epochs == 12);
+  CHECK(steps == 12 * 16 / 5 + 1);  // 256 training images / batch 16 = 16 steps per epoch
+  // No temporary files left behind.
+  for (const auto& entry : fs::directory_iterator(run.out))
+    CHECK(entry.path().string().find(".tmp.") == std::string::npos);
+}
+
+TEST_CASE("eval on the written checkpoint reproduces the trainer's test accuracy", "[cli][eval]") {
+  TinyRun& run = tiny_run();
+  REQUIRE(run.train.exit_code == 0);
+  TempDir tmp("eval");
+  const RunResult r = run_minivit("eval --checkpoint " + run.out + "/last.safetensors --json " + tmp.str("e.json"));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto trainer = nlohmann::json::parse(read_text(run.out + "/eval.json"));
+  const auto eval = nlohmann::json::parse(read_text(tmp.str("e.json")));
+  CHECK(eval["top1"].get<double>() == trainer["top1"].get<double>());
+  CHECK(eval["loss"].get<double>() == Approx(trainer["loss"].get<double>()).epsilon(1e-6));
+  CHECK(eval["confusion"] == trainer["confusion"]);
+  CHECK_THAT(r.out, Contains("top-1") && Contains("confusion matrix"));
+  // The validation split is the one best.safetensors was chosen on.
+  const RunResult val = run_minivit("eval --checkpoint " + run.out + "/best.safetensors --split val");
+  CHECK(val.exit_code == 0);
+  CHECK_THAT(val.out, Contains("n 64"));
+}
+
+TEST_CASE("info describes a checkpoint", "[cli][info]") {
+  TinyRun& run = tiny_run();
+  REQUIRE(run.train.exit_code == 0);
+  const RunResult r = run_minivit("info " + run.out + "/last.safetensors");
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("step 192") && Contains("parameters:") && Contains("[model]") &&
+                        Contains("checksum verified"));
+}
+
+TEST_CASE("checkpoints round-trip bit-exactly and carry their config", "[cli][checkpoint]") {
+  TinyRun& run = tiny_run();
+  REQUIRE(run.train.exit_code == 0);
+  minivit::Checkpoint ckpt = minivit::load_checkpoint(run.out + "/last.safetensors");
+  CHECK(ckpt.config.model.dim == 16);
+  CHECK(ckpt.progress.step == 192);
+  CHECK(ckpt.class_names == std::vector<std::string>{"0", "1", "2", "3"});
+  TempDir tmp("roundtrip");
+  minivit::save_checkpoint(tmp.str("copy.safetensors"), *ckpt.model, ckpt.config, ckpt.class_names, ckpt.progress);
+  CHECK(tensor_bytes(tmp.str("copy.safetensors")) == tensor_bytes(run.out + "/last.safetensors"));
+  CHECK(read_text(tmp.str("copy.safetensors")) == read_text(run.out + "/last.safetensors"));
+}
+
+TEST_CASE("a corrupted checkpoint is refused with a clear error", "[cli][checkpoint][errors]") {
+  TinyRun& run = tiny_run();
+  REQUIRE(run.train.exit_code == 0);
+  TempDir tmp("corrupt");
+  std::string bytes = read_text(run.out + "/last.safetensors");
+  bytes[bytes.size() - 10] ^= 0x40;
+  write_text(tmp.str("bad.safetensors"), bytes);
+  RunResult r = run_minivit("eval --checkpoint " + tmp.str("bad.safetensors"));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("bad.safetensors") && Contains("checksum"));
+  write_text(tmp.str("short.safetensors"), bytes.substr(0, bytes.size() / 2));
+  r = run_minivit("info " + tmp.str("short.safetensors"));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("short.safetensors"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+TEST_CASE("train with --init loads weights and checks names and shapes", "[cli][init]") {
+  TinyRun& run = tiny_run();
+  REQUIRE(run.train.exit_code == 0);
+  TempDir tmp("init");
+  // Weights of a model with another width do not fit.
+  write_text(tmp.str("wide.toml"), tiny_config_toml(run.data, tmp.str("wide")) );
+  RunResult r = run_minivit("train --config " + tmp.str("wide.toml") + " --set model.dim=32 --set train.max_steps=2 --out " + tmp.str("wide"));
+  REQUIRE(r.exit_code == 0);
+  r = run_minivit("train --config " + run.config + " --init " + tmp.str("wide/last.safetensors") + " --out " + tmp.str("x"));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("cls_token") && Contains("[1,1,32]") && Contains("[1,1,16]"));
+  // Fitting weights start the run: one step of SGD with lr -> 0 keeps them.
+  r = run_minivit("train --config " + run.config + " --init " + run.out + "/last.safetensors --out " + tmp.str("y") +
+                  " --set optim.name=sgd --set optim.lr=1e-30 --set optim.momentum=0 --set optim.weight_decay=0"
+                  " --set optim.schedule=constant --set optim.warmup_steps=0 --set train.max_steps=1");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(tensor_bytes(tmp.str("y/last.safetensors")) == tensor_bytes(run.out + "/last.safetensors"));
+}
+
+TEST_CASE("resume names the first model key that differs and notes other changed keys",
+          "[cli][resume]") {
+  TinyRun& run = tiny_run();
+  REQUIRE(run.train.exit_code == 0);
+  TempDir tmp("resume_keys");
+  fs::copy(run.out, tmp.str("r"), fs::copy_options::recursive);
+  const std::string before = read_text(tmp.str("r/last.safetensors"));
+  RunResult r = run_minivit("train --resume " + tmp.str("r") + " --set model.dim=32");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("resume.safetensors: the resume state was written for model.dim = 16, "
+                             "but the config asks for 32"));
+  CHECK(read_text(tmp.str("r/last.safetensors")) == before);
+  // A finished run extended by an epoch with another learning rate: allowed, and said.
+  r = run_minivit("train --resume " + tmp.str("r") + " --set train.epochs=13 --set optim.lr=1e-4");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("note: resuming with train.epochs = 13; the run was started with "
+                             "train.epochs = 12") &&
+                        Contains("note: resuming with optim.lr = "));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') > 2);
+  CHECK_THAT(r.err, !Contains("note: resuming with train.out_dir"));
+  CHECK(minivit::load_checkpoint(tmp.str("r/last.safetensors")).progress.epoch == 13);
+}
+
+TEST_CASE("training on one thread and on two ends with the same weights", "[cli][threads]") {
+  TempDir tmp("threads");
+  const std::string data = tmp.str("data");
+  write_tiny_idx_dataset(data, 320, 32, 16, 4);
+  write_text(tmp.str("t.toml"), tiny_config_toml(data, tmp.str("unused"), 16, 4));
+  // Large enough that products and LayerNorm's weight gradients are cut into blocks
+  // (64 images x 17 tokens x dim 32), where a cut by thread count would move the rounding.
+  const std::string sizes = " --set model.dim=32 --set model.mlp_dim=64 --set train.batch_size=64"
+                            " --set train.max_steps=8";
+  for (int threads : {1, 2}) {
+    const std::string n = std::to_string(threads);
+    std::string args = "train --config " + tmp.str("t.toml");
+    args += sizes;
+    args += " --set train.threads=" + n;
+    args += " --out " + tmp.str("t" + n);
+    const RunResult r = run_minivit(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  // Weights and optimiser moments, bit for bit.
+  CHECK(tensor_bytes(tmp.str("t1/resume.safetensors")) == tensor_bytes(tmp.str("t2/resume.safetensors")));
+}
+
+TEST_CASE("bad input ends with one clear line and a non-zero exit", "[cli][errors]") {
+  TinyRun& run = tiny_run();
+  TempDir tmp("errors");
+  SECTION("unknown config key, with file and line") {
+    write_text(tmp.str("bad.toml"), "[model]\ndim = 64\nheads = 4\nwidht = 3\n");
+    const RunResult r = run_minivit("train --config " + tmp.str("bad.toml"));
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("bad.toml:4") && Contains("widht"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  SECTION("impossible value") {
+    const RunResult r = run_minivit("train --config " + run.config + " --set model.heads=3 --out " + tmp.str("o"));
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("model.heads") && Contains("16"));
+  }
+  SECTION("missing dataset") {
+    const RunResult r = run_minivit("train --config " + run.config + " --set data.path=/nonexistent/fm --out " + tmp.str("o"));
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("/nonexistent/fm"));
+  }
+  SECTION("dataset that does not fit the model") {
+    const RunResult r = run_minivit("train --config " + run.config + " --set model.image_size=12 --out " + tmp.str("o"));
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("8x8") && Contains("model.image_size = 12"));
+  }
+  SECTION("an existing run is never overwritten by a new one") {
+    REQUIRE(run.train.exit_code == 0);
+    const std::string before = read_text(run.out + "/last.safetensors");
+    const RunResult r = run_minivit("train --config " + run.config);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("--resume"));
+    CHECK(read_text(run.out + "/last.safetensors") == before);
+  }
+  SECTION("missing checkpoint") {
+    const RunResult r = run_minivit("eval --checkpoint " + tmp.str("none.safetensors"));
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Contains("none.safetensors"));
+  }
+  SECTION("a model larger than the machine's memory is refused before allocating") {
+    const RunResult r = run_minivit("train --config " + run.config +
+                                    " --set model.depth=4000 --set model.dim=4096 --out " + tmp.str("o"));
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("depth 4000") && Contains("GiB of memory"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  SECTION("no output file is left behind by a failed run") {
+    run_minivit("train --config " + run.config + " --set data.path=/nonexistent --out " + tmp.str("o"));
+    CHECK_FALSE(fs::exists(tmp.str("o/last.safetensors")));
+  }
+}
+
+TEST_CASE("a run stopped by SIGTERM or killed by SIGKILL and resumed ends bit-identical to "
+          "an uninterrupted run, augmentation included",
+          "[cli][resume]") {
+  const int signal_sent = GENERATE(SIGTERM, SIGKILL);
+  INFO("signal " << signal_sent);
+  TempDir tmp("resume");
+  const std::string data = tmp.str("data");
+  write_tiny_idx_dataset(data, 320, 32, 8, 4);
+  write_text(tmp.str("a.toml"), tiny_config_toml(data, tmp.str("a")));
+  // Every augmentation on, so that their draws must be restored too.
+  const std::vector<std::string> sets = {"train.epochs=60", "data.crop_padding=2", "data.hflip=0.5",
+                                         "data.erasing=0.25", "data.mixup=0.2", "data.cutmix=1.0",
+                                         "data.mix_prob=0.5"};
+  std::string set_args;
+  for (const std::string& set : sets) set_args += " --set " + set;
+  RunResult full = run_minivit("train --config " + tmp.str("a.toml") + set_args);
+  INFO(full.err);
+  REQUIRE(full.exit_code == 0);
+
+  // The same run, stopped part-way by a signal.
+  const std::string out_b = tmp.str("b");
+  std::vector<std::string> args = {MINIVIT_EXE, "train", "--config", tmp.str("a.toml"), "--out", out_b};
+  for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, tmp.str("b.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid;
+  REQUIRE(posix_spawn(&pid, MINIVIT_EXE, &actions, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&actions);
+  // Wait for the first epoch to be logged, then interrupt.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(out_b + "/metrics.jsonl") && read_text(out_b + "/metrics.jsonl").find("\"type\":\"epoch\"") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  kill(pid, signal_sent);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  INFO(read_text(tmp.str("b.err")));
+  if (signal_sent == SIGKILL) {
+    REQUIRE(WIFSIGNALED(status));  // no chance to save: resume starts from the last epoch
+  } else {
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 128 + SIGTERM);  // stopped early, not finished
+    CHECK_THAT(read_text(tmp.str("b.err")), Contains("--resume"));
+  }
+  const auto stopped = minivit::load_checkpoint(out_b + "/last.safetensors");
+  CHECK(stopped.progress.step > 0);
+  CHECK(stopped.progress.step < 60 * 16);
+
+  RunResult resumed = run_minivit("train --resume " + out_b);
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(tensor_bytes(out_b + "/last.safetensors") == tensor_bytes(tmp.str("a/last.safetensors")));
+  CHECK(tensor_bytes(out_b + "/resume.safetensors") == tensor_bytes(tmp.str("a/resume.safetensors")));
+  const auto eval_a = nlohmann::json::parse(read_text(tmp.str("a/eval.json")));
+  const auto eval_b = nlohmann::json::parse(read_text(out_b + "/eval.json"));
+  CHECK(eval_b["loss"] == eval_a["loss"]);
+  CHECK(eval_b["confusion"] == eval_a["confusion"]);
+}
+
+TEST_CASE("a non-finite loss stops training with the step, the culprit and the usual causes, "
+          "keeping the last good checkpoint",
+          "[cli][nan]") {
+  TempDir tmp("nan");
+  const std::string data = tmp.str("data");
+  write_tiny_idx_dataset(data, 320, 32, 8, 4);
+  write_text(tmp.str("a.toml"), tiny_config_toml(data, tmp.str("a")));
+  // A learning rate of 1e30 without clipping: the first update makes the weights ~1e30
+  // and the next forward overflows.
+  const std::string explode = " --set optim.lr=1e30 --set optim.clip_grad_norm=0";
+
+  SECTION("before any checkpoint") {
+    const RunResult r = run_minivit("train --config " + tmp.str("a.toml") + explode);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("minivit: error: step ") && Contains("no checkpoint was written yet") &&
+                          Contains("optim.lr") && Contains("clip_grad_norm"));
+    CHECK_FALSE(fs::exists(tmp.str("a/last.safetensors")));
+  }
+  SECTION("after a good epoch") {
+    REQUIRE(run_minivit("train --config " + tmp.str("a.toml") + " --set train.epochs=1").exit_code == 0);
+    const std::vector<float> good = tensor_bytes(tmp.str("a/last.safetensors"));
+    const RunResult r = run_minivit("train --resume " + tmp.str("a") + " --set train.epochs=3" + explode);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("first non-finite gradient in '") &&
+                          Contains("the last good checkpoint is " + tmp.str("a/last.safetensors") +
+                                   " (step 16)"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') >= 1);
+    // Untouched, readable, finite.
+    CHECK(tensor_bytes(tmp.str("a/last.safetensors")) == good);
+    const auto last = minivit::load_checkpoint(tmp.str("a/last.safetensors"));
+    CHECK(last.progress.step == 16);
+  }
+}
+
+TEST_CASE("bench reports throughput and the kernels in use, and MINIVIT_GEMM picks them", "[cli]") {
+  TempDir dir("cli_bench");
+  const std::string config = dir.str("tiny.toml"), json = dir.str("bench.json");
+  write_text(config, tiny_config_toml(dir.str("no_data_needed"), dir.str("run")));
+  const std::string args = "bench --config " + config + " --steps 2 --warmup 1 --json " + json;
+
+  RunResult r = run_minivit(args);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("img/s") && Contains("gemm kernels"));
+  const auto j = nlohmann::json::parse(read_text(json));
+  CHECK(j.at("train_img_per_s").get<double>() > 0);
+  CHECK(j.at("eval_img_per_s").get<double>() > 0);
+  CHECK(j.at("sgemm_gflops").get<double>() > 0);
+  const std::string automatic = j.at("gemm_kernels");
+
+  setenv("MINIVIT_GEMM", "openblas", 1);
+  r = run_minivit(args);
+  REQUIRE(r.exit_code == 0);
+  CHECK(nlohmann::json::parse(read_text(json)).at("gemm_kernels").get<std::string>().rfind(
+            "OpenBLAS ", 0) == 0);
+
+  // An unknown value is named on stderr and the automatic choice is made.
+  setenv("MINIVIT_GEMM", "fastest", 1);
+  r = run_minivit(args);
+  unsetenv("MINIVIT_GEMM");
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("MINIVIT_GEMM=fastest: expected auto, openblas or avx512"));
+  CHECK(nlohmann::json::parse(read_text(json)).at("gemm_kernels") == automatic);
+}

@@ -1,0 +1,139 @@
+// The gemm wrapper against a naive triple loop: every transpose combination, leading
+// dimensions larger than the matrix, beta = 0 and 1, and sizes large enough to be split
+// across threads; for each set of kernels built in (minivit's AVX-512 ones and OpenBLAS).
+#include <catch2/catch.hpp>
+
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+
+#include "gradcheck.h"
+#include "minivit/kernels/gemm.h"
+
+using namespace minivit;
+
+// Checks every element of a small product, a grid of them in a large one. With beta = 0
+// C starts as NaN, so a kernel that reads the C it was told to ignore fails.
+static void check_gemm(bool ta, bool tb, int M, int N, int K, float beta, int pad,
+                       float alpha = 0.5f) {
+  const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+  auto A = minivit_test::random_vector(int64_t(ta ? K : M) * lda, 1.0f, 1);
+  auto B = minivit_test::random_vector(int64_t(tb ? N : K) * ldb, 1.0f, 2);
+  auto C = minivit_test::random_vector(int64_t(M) * ldc, 1.0f, 3);
+  if (beta == 0.0f)
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) C[size_t(i) * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> C0 = C;
+  gemm(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+  const bool every = int64_t(M) * N <= 4096;
+  for (int i = 0; i < M; i += every ? 1 : std::max(1, M / 17))
+    for (int j = 0; j < N; j += every ? 1 : std::max(1, N / 13)) {
+      double ref = 0;
+      for (int k = 0; k < K; ++k)
+        ref += double(ta ? A[size_t(k) * lda + i] : A[size_t(i) * lda + k]) *
+               (tb ? B[size_t(j) * ldb + k] : B[size_t(k) * ldb + j]);
+      ref = alpha * ref + (beta == 0.0f ? 0.0 : beta * C0[size_t(i) * ldc + j]);
+      INFO(gemm_kernels_name() << ": ta " << ta << " tb " << tb << " M " << M << " N " << N
+                               << " K " << K << " beta " << beta << " at " << i << "," << j);
+      REQUIRE(C[size_t(i) * ldc + j] == Approx(ref).margin(1e-4 * std::sqrt(double(K) + 1)));
+    }
+  // Padding columns of C are never touched.
+  if (pad)
+    for (int i = 0; i < M; ++i) REQUIRE(C[size_t(i) * ldc + N] == C0[size_t(i) * ldc + N]);
+}
+
+// Runs the body once for each set of kernels built in, then restores the one in use.
+template <typename Body>
+static void for_each_gemm_kernels(Body body) {
+  const GemmKernels in_use = gemm_kernels();
+  for (GemmKernels kernels : {GemmKernels::openblas, GemmKernels::avx512})
+    if (set_gemm_kernels(kernels)) body();
+  set_gemm_kernels(in_use);
+}
+
+TEST_CASE("gemm matches a naive product for all transposes", "[gemm]") {
+  for_each_gemm_kernels([] {
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (float beta : {0.0f, 1.0f}) {
+          check_gemm(ta, tb, 7, 5, 3, beta, 0);
+          check_gemm(ta, tb, 50, 16, 50, beta, 3);
+          check_gemm(ta, tb, 1300, 96, 64, beta, 0);  // split by rows
+          check_gemm(ta, tb, 64, 1300, 96, beta, 2);  // split by columns
+          check_gemm(ta, tb, 96, 64, 3000, beta, 1);  // long reduction
+        }
+  });
+}
+
+TEST_CASE("gemm handles every edge of the AVX-512 kernels' tiles", "[gemm]") {
+  // Rows around the 6-row tile and the 96-row block, columns around the 16-wide vectors of
+  // a 64-column tile, reductions around the 128-long packed block; then a beta other than
+  // 0 and 1 with a negative alpha, and a bias gradient's 1^T . dY.
+  for_each_gemm_kernels([] {
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        for (int M : {1, 5, 6, 7, 97})
+          for (int N : {1, 15, 16, 17, 33, 63, 64, 65})
+            for (int K : {1, 127, 128, 129}) check_gemm(ta, tb, M, N, K, 0.0f, 1);
+        check_gemm(ta, tb, 19, 150, 300, 0.25f, 2, -1.5f);
+        check_gemm(ta, tb, 1, 192, 6400, 1.0f, 0, 1.0f);
+      }
+  });
+}
+
+TEST_CASE("gemm with an empty reduction scales C by beta", "[gemm]") {
+  for_each_gemm_kernels([] {
+    std::vector<float> C = {1.0f, 2.0f, 3.0f, 4.0f};
+    const float unused[2] = {0.0f, 0.0f};
+    gemm(false, false, 2, 2, 0, 1.0f, unused, 1, unused, 2, 0.5f, C.data(), 2);
+    CHECK(C == std::vector<float>{0.5f, 1.0f, 1.5f, 2.0f});
+    std::fill(C.begin(), C.end(), std::numeric_limits<float>::quiet_NaN());
+    gemm(false, false, 2, 2, 0, 1.0f, unused, 1, unused, 2, 0.0f, C.data(), 2);
+    CHECK(C == std::vector<float>(4, 0.0f));
+  });
+}
+
+TEST_CASE("gemm kernels can be switched, and AVX-512 only where built in", "[gemm]") {
+  const GemmKernels in_use = gemm_kernels();
+  REQUIRE(set_gemm_kernels(GemmKernels::openblas));
+  CHECK(gemm_kernels_name().rfind("OpenBLAS ", 0) == 0);
+  if (set_gemm_kernels(GemmKernels::avx512)) {
+    CHECK(gemm_kernels_name() == "minivit AVX-512");
+    CHECK(blas_kernel_advice().empty());  // OpenBLAS computes nothing then
+  } else {
+    CHECK(gemm_kernels() == GemmKernels::openblas);  // refused, nothing changed
+  }
+  set_gemm_kernels(in_use);
+}
+
+TEST_CASE("gemm results do not depend on the thread count", "[gemm]") {
+  for_each_gemm_kernels([] {
+    const int M = 640, N = 192, K = 64;
+    auto A = minivit_test::random_vector(M * K, 1.0f, 4);
+    auto B = minivit_test::random_vector(N * K, 1.0f, 5);
+    std::vector<float> C1(M * N), C2(M * N);
+    const int threads = num_threads();
+    set_num_threads(1);
+    gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C1.data(), N);
+    set_num_threads(2);
+    gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C2.data(), N);
+    set_num_threads(threads);
+    CHECK(C1 == C2);  // a row split leaves every dot product's order unchanged
+  });
+}
+
+TEST_CASE("the thread pool flushes denormal floats to zero", "[gemm]") {
+  const int threads = num_threads();
+  set_num_threads(2);
+  int flushed = 0, ran = 0;
+#pragma omp parallel num_threads(2) reduction(+ : flushed, ran)
+  {
+    volatile float tiny = 1e-30f;
+    volatile float product = tiny * 1e-10f;  // 1e-40, a denormal unless flushed
+    flushed += product == 0.0f;
+    ++ran;
+  }
+  set_num_threads(threads);
+  CHECK(flushed == ran);
+}

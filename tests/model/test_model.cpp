@@ -1,0 +1,179 @@
+// The whole ViT: every parameter's gradient against finite differences on a tiny config,
+// parameter layout as timm names it, and a tiny model that must overfit one batch.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+
+#include "gradcheck.h"
+#include "minivit/kernels/gemm.h"
+#include "minivit/model/optimizer.h"
+#include "minivit/model/train_step.h"
+#include "minivit/model/vit.h"
+#include "minivit/nn/cross_entropy.h"
+
+using namespace minivit;
+using namespace minivit_test;
+
+static ModelConfig tiny_config() {
+  ModelConfig c;
+  c.image_size = 8;
+  c.channels = 2;
+  c.patch_size = 4;
+  c.dim = 8;
+  c.depth = 2;
+  c.heads = 2;
+  c.mlp_dim = 16;
+  c.num_classes = 3;
+  return c;
+}
+
+TEST_CASE("parameter table follows timm's names, shapes and order", "[model]") {
+  ModelConfig c = tiny_config();
+  ViT model(c);
+  REQUIRE(model.specs.size() == 4 + 12 * 2 + 4);
+  CHECK(model.specs[0].name == "cls_token");
+  CHECK(model.specs[1].name == "pos_embed");
+  CHECK(model.specs[1].shape == std::vector<int64_t>{1, 5, 8});
+  CHECK(model.specs[2].name == "patch_embed.proj.weight");
+  CHECK(model.specs[2].shape == std::vector<int64_t>{8, 2, 4, 4});
+  CHECK(model.find("blocks.1.attn.qkv.weight")->shape == std::vector<int64_t>{24, 8});
+  CHECK(model.find("blocks.0.mlp.fc2.weight")->shape == std::vector<int64_t>{8, 16});
+  CHECK(model.find("head.weight")->shape == std::vector<int64_t>{3, 8});
+  CHECK(model.specs.back().name == "head.bias");
+  // Weight decay only on matrices.
+  CHECK(model.find("blocks.0.attn.qkv.weight")->decay);
+  CHECK_FALSE(model.find("blocks.0.attn.qkv.bias")->decay);
+  CHECK_FALSE(model.find("blocks.0.norm1.weight")->decay);
+  CHECK_FALSE(model.find("pos_embed")->decay);
+  CHECK_FALSE(model.find("cls_token")->decay);
+  int64_t total = 0;
+  for (const auto& s : model.specs) {
+    CHECK(s.offset == total);
+    total += s.size;
+  }
+  CHECK(total == model.num_params);
+}
+
+TEST_CASE("default Fashion-MNIST model has the expected size", "[model]") {
+  ModelConfig c;  // defaults: 28px, patch 4, dim 64, depth 6, heads 4, mlp 128, 10 classes
+  ViT model(c);
+  const int64_t D = 64, M = 128, T = 50;
+  const int64_t block = 4 * D + 3 * D * D + 3 * D + D * D + D + M * D + M + D * M + D;
+  CHECK(model.num_params == D + T * D + D * 16 + D + 6 * block + 2 * D + 10 * D + 10);
+  CHECK(vit_forward_flops(c) == Approx(23.6e6).epsilon(0.01));
+}
+
+TEST_CASE("initialisation follows timm", "[model]") {
+  ViT model(tiny_config());
+  model.init(7);
+  auto values = [&](const char* name) {
+    const ParamSpec* s = model.find(name);
+    return std::vector<float>(model.weights.data() + s->offset, model.weights.data() + s->offset + s->size);
+  };
+  for (float v : values("blocks.0.norm1.weight")) CHECK(v == 1.0f);
+  for (float v : values("blocks.0.attn.qkv.bias")) CHECK(v == 0.0f);
+  for (float v : values("blocks.1.mlp.fc1.weight")) CHECK(std::fabs(v) <= 0.04f);
+  for (float v : values("cls_token")) CHECK(std::fabs(v) < 1e-5f);
+  const double bound = 1.0 / std::sqrt(2.0 * 4 * 4);
+  for (float v : values("patch_embed.proj.weight")) CHECK(std::fabs(v) <= bound);
+  // Same seed, same weights; another seed, other weights.
+  ViT again(tiny_config()), other(tiny_config());
+  again.init(7);
+  other.init(8);
+  CHECK(std::memcmp(again.weights.data(), model.weights.data(), sizeof(float) * model.num_params) == 0);
+  CHECK(std::memcmp(other.weights.data(), model.weights.data(), sizeof(float) * model.num_params) != 0);
+}
+
+static void check_model_gradients(float dropout, float attention_dropout, double eps = 3e-3) {
+  ModelConfig c = tiny_config();
+  c.dropout = dropout;
+  c.attention_dropout = attention_dropout;
+  ViT model(c);
+  // Larger weights than the init gives, so every path carries gradient well above noise.
+  fill_random(model.weights.data(), model.num_params, 0.3f, 100);
+  for (const auto& s : model.specs)
+    if (s.name.find("norm") != std::string::npos && s.name.find("weight") != std::string::npos)
+      for (int64_t i = 0; i < s.size; ++i) model.weights.data()[s.offset + i] += 1.0f;
+  const int B = 3;
+  Activations acts(c, B, true);
+  auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 101);
+  std::vector<float> targets(B * c.num_classes);
+  const int32_t labels[B] = {0, 2, 1};
+  make_targets(targets.data(), labels, B, c.num_classes, 0.1f);
+  const uint64_t key = 555;  // fixed dropout masks, so the function is smooth in the weights
+  forward_backward(model, acts, images.data(), targets.data(), B, key);
+  std::vector<float> grads(model.grads.begin(), model.grads.end());
+  auto f = [&] {
+    vit_forward(model, acts, images.data(), B, true, key);
+    return double(cross_entropy_forward(acts.probs.data(), acts.logits.data(), targets.data(), B,
+                                        c.num_classes));
+  };
+  std::vector<GradTarget> targets_to_check;
+  for (const auto& s : model.specs)
+    targets_to_check.push_back({s.name, model.weights.data() + s.offset, grads.data() + s.offset, s.size});
+  check_gradients(f, targets_to_check, eps, 3e-2, 5e-4, 40);
+}
+
+TEST_CASE("whole-model gradients match finite differences", "[model][grad]") {
+  check_model_gradients(0.0f, 0.0f);
+}
+
+TEST_CASE("whole-model gradients with dropout match finite differences", "[model][grad]") {
+  check_model_gradients(0.2f, 0.0f);
+}
+
+TEST_CASE("whole-model gradients with attention dropout match finite differences", "[model][grad]") {
+  check_model_gradients(0.0f, 0.2f);
+}
+
+TEST_CASE("whole-model gradients with both dropouts match finite differences", "[model][grad]") {
+  check_model_gradients(0.2f, 0.1f);
+}
+
+TEST_CASE("a tiny model overfits one small batch", "[model][train]") {
+  ModelConfig c = tiny_config();
+  ViT model(c);
+  model.init(3);
+  const int B = 12;
+  Activations acts(c, B, true);
+  auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 200);
+  std::vector<int32_t> labels(B);
+  for (int b = 0; b < B; ++b) labels[b] = b % c.num_classes;
+  std::vector<float> targets(B * c.num_classes);
+  make_targets(targets.data(), labels.data(), B, c.num_classes, 0.0f);
+  OptimConfig oc;
+  oc.lr = 1e-2f;
+  oc.weight_decay = 0.0f;
+  Optimizer opt(oc, model.num_params);
+  StepResult first, last;
+  for (int step = 0; step < 300; ++step) {
+    last = train_step(model, acts, opt, images.data(), targets.data(), labels.data(), B, oc.lr, 1.0f, 0);
+    if (step == 0) first = last;
+  }
+  INFO("loss " << first.loss << " -> " << last.loss);
+  CHECK(first.loss > 0.9f);
+  CHECK(last.loss < 0.05f);
+  CHECK(last.correct == B);
+}
+
+TEST_CASE("training is deterministic for a seed and thread count", "[model][train]") {
+  ModelConfig c = tiny_config();
+  c.dropout = 0.1f;
+  c.attention_dropout = 0.1f;
+  auto run = [&] {
+    ViT model(c);
+    model.init(11);
+    const int B = 6;
+    Activations acts(c, B, true);
+    auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 300);
+    std::vector<int32_t> labels = {0, 1, 2, 0, 1, 2};
+    std::vector<float> targets(B * c.num_classes);
+    make_targets(targets.data(), labels.data(), B, c.num_classes, 0.1f);
+    Optimizer opt(OptimConfig{}, model.num_params);
+    for (int step = 0; step < 5; ++step)
+      train_step(model, acts, opt, images.data(), targets.data(), labels.data(), B, 1e-3f, 1.0f,
+                 rng_key(1, kRngDropout, uint64_t(step)));
+    return std::vector<float>(model.weights.begin(), model.weights.end());
+  };
+  CHECK(run() == run());
+}

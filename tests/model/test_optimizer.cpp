@@ -1,0 +1,120 @@
+// AdamW and SGD against their textbook (PyTorch) update rules, the schedule, clipping.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "minivit/model/optimizer.h"
+#include "minivit/model/vit.h"
+
+using namespace minivit;
+
+static ModelConfig small() {
+  ModelConfig c;
+  c.image_size = 4;
+  c.channels = 1;
+  c.patch_size = 2;
+  c.dim = 4;
+  c.depth = 1;
+  c.heads = 2;
+  c.mlp_dim = 4;
+  c.num_classes = 2;
+  return c;
+}
+
+TEST_CASE("AdamW: two steps match torch.optim.AdamW's rule, decay on matrices only", "[optim]") {
+  ViT model(small());
+  for (int64_t i = 0; i < model.num_params; ++i) model.weights.data()[i] = 0.5f;
+  OptimConfig oc;
+  oc.name = "adamw";
+  oc.weight_decay = 0.1f;
+  oc.beta1 = 0.9f;
+  oc.beta2 = 0.99f;
+  Optimizer opt(oc, model.num_params);
+  const float lr = 0.01f;
+  const float g1 = 0.2f, g2 = -0.4f;
+  for (float g : {g1, g2}) {
+    for (int64_t i = 0; i < model.num_params; ++i) model.grads.data()[i] = g;
+    opt.step(model, lr);
+  }
+  auto expected = [&](bool decay) {
+    double w = 0.5, m = 0, v = 0;
+    int t = 0;
+    for (double g : {double(g1), double(g2)}) {
+      ++t;
+      if (decay) w *= 1 - lr * 0.1;
+      m = 0.9 * m + 0.1 * g;
+      v = 0.99 * v + 0.01 * g * g;
+      const double mh = m / (1 - std::pow(0.9, t)), vh = v / (1 - std::pow(0.99, t));
+      w -= lr * mh / (std::sqrt(vh) + 1e-8);
+    }
+    return w;
+  };
+  const ParamSpec* qkv_w = model.find("blocks.0.attn.qkv.weight");
+  const ParamSpec* qkv_b = model.find("blocks.0.attn.qkv.bias");
+  CHECK(model.weights.data()[qkv_w->offset] == Approx(expected(true)).epsilon(1e-6));
+  CHECK(model.weights.data()[qkv_b->offset] == Approx(expected(false)).epsilon(1e-6));
+  CHECK(expected(true) != Approx(expected(false)).epsilon(1e-7));
+}
+
+TEST_CASE("SGD with momentum matches torch.optim.SGD", "[optim]") {
+  ViT model(small());
+  for (int64_t i = 0; i < model.num_params; ++i) model.weights.data()[i] = 1.0f;
+  OptimConfig oc;
+  oc.name = "sgd";
+  oc.momentum = 0.9f;
+  oc.weight_decay = 0.01f;
+  Optimizer opt(oc, model.num_params);
+  const float lr = 0.1f;
+  for (int step = 0; step < 2; ++step) {
+    for (int64_t i = 0; i < model.num_params; ++i) model.grads.data()[i] = 0.5f;
+    opt.step(model, lr);
+  }
+  // Decayed parameter: g = 0.5 + 0.01 w; buf1 = g1; w1 = 1 - 0.1 g1; buf2 = 0.9 buf1 + g2.
+  const double g1 = 0.5 + 0.01 * 1.0, w1 = 1.0 - 0.1 * g1;
+  const double g2 = 0.5 + 0.01 * w1, w2 = w1 - 0.1 * (0.9 * g1 + g2);
+  CHECK(model.weights.data()[model.find("head.weight")->offset] == Approx(w2).epsilon(1e-6));
+  CHECK(model.weights.data()[model.find("head.bias")->offset] == Approx(1.0 - 0.1 * 0.5 - 0.1 * (0.9 * 0.5 + 0.5)).epsilon(1e-6));
+}
+
+TEST_CASE("plain SGD is w -= lr * g", "[optim]") {
+  ViT model(small());
+  OptimConfig oc;
+  oc.name = "sgd";
+  oc.momentum = 0.0f;
+  oc.weight_decay = 0.0f;
+  Optimizer opt(oc, model.num_params);
+  for (int64_t i = 0; i < model.num_params; ++i) {
+    model.weights.data()[i] = float(i);
+    model.grads.data()[i] = 1.0f;
+  }
+  opt.step(model, 0.25f);
+  for (int64_t i = 0; i < model.num_params; ++i) REQUIRE(model.weights.data()[i] == float(i) - 0.25f);
+}
+
+TEST_CASE("learning-rate schedule: warm-up, cosine to min_lr, constant", "[optim]") {
+  OptimConfig c;
+  c.lr = 1.0f;
+  c.min_lr = 0.1f;
+  c.warmup_steps = 4;
+  c.schedule = "cosine";
+  CHECK(learning_rate(c, 0, 104) == Approx(0.25));
+  CHECK(learning_rate(c, 3, 104) == Approx(1.0));
+  CHECK(learning_rate(c, 4, 104) == Approx(1.0));
+  CHECK(learning_rate(c, 103, 104) == Approx(0.1));
+  CHECK(learning_rate(c, 4 + 99 / 2.0, 104) == Approx(0.55).epsilon(0.02));
+  for (int s = 5; s < 104; ++s) CHECK(learning_rate(c, s, 104) <= learning_rate(c, s - 1, 104));
+  c.schedule = "constant";
+  CHECK(learning_rate(c, 50, 104) == 1.0f);
+  c.warmup_steps = 0;
+  CHECK(learning_rate(c, 0, 104) == 1.0f);
+}
+
+TEST_CASE("gradient clipping scales to the global norm", "[optim]") {
+  ViT model(small());
+  for (int64_t i = 0; i < model.num_params; ++i) model.grads.data()[i] = 1.0f;
+  const double norm = std::sqrt(double(model.num_params));
+  CHECK(clip_grad_norm(model, 0.0) == Approx(norm));  // 0 = off: unchanged
+  CHECK(model.grads.data()[0] == 1.0f);
+  CHECK(clip_grad_norm(model, 1.0) == Approx(norm));
+  CHECK(grad_global_norm(model) == Approx(1.0).epsilon(1e-5));
+  CHECK(clip_grad_norm(model, 10.0 * norm) == Approx(1.0).epsilon(1e-5));  // below max: untouched
+}
