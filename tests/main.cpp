@@ -1,7 +1,6 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
-#include "minivit/kernels/gemm.h"
 #include "minivit/kernels/runtime.h"
 
 int main(int argc, char** argv) {

@@ -12,7 +12,7 @@
 #include "minivit/formats/checkpoint.h"
 #include "minivit/formats/npy.h"
 #include "minivit/inspect/attention_maps.h"
-#include "minivit/kernels/gemm.h"
+#include "minivit/kernels/threads.h"
 
 namespace minivit {
 

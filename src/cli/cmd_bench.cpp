@@ -16,6 +16,8 @@
 #include "minivit/core/rng.h"
 #include "minivit/formats/config_file.h"
 #include "minivit/kernels/gemm.h"
+#include "minivit/kernels/runtime.h"
+#include "minivit/kernels/threads.h"
 #include "minivit/model/optimizer.h"
 #include "minivit/model/train_step.h"
 #include "minivit/nn/cross_entropy.h"

@@ -7,7 +7,7 @@
 #include "minivit/core/fileio.h"
 #include "minivit/data/data.h"
 #include "minivit/formats/checkpoint.h"
-#include "minivit/kernels/gemm.h"
+#include "minivit/kernels/threads.h"
 #include "minivit/train/evaluate.h"
 
 namespace minivit {

@@ -26,7 +26,7 @@
 #include "minivit/data/data.h"
 #include "minivit/data/folder.h"
 #include "minivit/formats/config_file.h"
-#include "minivit/kernels/gemm.h"
+#include "minivit/kernels/threads.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

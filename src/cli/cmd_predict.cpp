@@ -9,7 +9,7 @@
 #include "minivit/core/fileio.h"
 #include "minivit/data/image_io.h"
 #include "minivit/formats/checkpoint.h"
-#include "minivit/kernels/gemm.h"
+#include "minivit/kernels/threads.h"
 #include "minivit/model/predict.h"
 
 namespace minivit {

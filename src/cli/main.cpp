@@ -6,7 +6,6 @@
 
 #include "minivit/cli/commands.h"
 #include "minivit/core/error.h"
-#include "minivit/kernels/gemm.h"
 #include "minivit/kernels/runtime.h"
 
 int main(int argc, char** argv) {

@@ -4,16 +4,13 @@
 #include <strings.h>
 #include <omp.h>
 
-#if defined(__SSE__)
-#include <xmmintrin.h>
-#endif
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "minivit/kernels/sgemm_avx512.h"
+#include "minivit/kernels/threads.h"
 
 namespace minivit {
 
@@ -97,66 +94,6 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
                    C + begin, ldc);
     }
   }
-}
-
-// Denormal floats (below 1.2e-38) appear as training goes on, and the CPU takes a slow
-// path for each: the rate of a long run fell from 1849 to 1641 img/s by its third epoch,
-// with backward's share of the profile growing, and held at 1952 once they were flushed.
-// Flushing them to zero (FTZ for results, DAZ for inputs), as ML frameworks on CPU commonly
-// do, changes nothing a float32 model can resolve.
-static void flush_denormals_on_this_thread() {
-#if defined(__SSE__)
-  _mm_setcsr(_mm_getcsr() | 0x8040);  // FTZ (bit 15) and DAZ (bit 6)
-#endif
-}
-
-int set_num_threads(int threads) {
-  if (threads <= 0) threads = omp_get_num_procs();
-  openblas_set_num_threads(1);
-  omp_set_num_threads(threads);
-  // On this thread, whose setting threads created later inherit, and on the pool's
-  // threads that exist already.
-  flush_denormals_on_this_thread();
-#pragma omp parallel num_threads(threads)
-  flush_denormals_on_this_thread();
-  return threads;
-}
-
-int num_threads() { return omp_get_max_threads(); }
-
-int max_work_blocks() {
-  static const int cores = omp_get_num_procs();
-  return cores;
-}
-
-const char* blas_kernel_name() { return openblas_get_corename(); }
-
-// The AVX-512 subset OpenBLAS's SkylakeX kernels use.
-static bool cpu_has_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-}
-
-const char* preferred_blas_kernels() {
-  if (strcasecmp(openblas_get_corename(), "prescott") != 0) return nullptr;  // detection worked
-  if (cpu_has_avx512()) return "SkylakeX";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
-  return nullptr;
-}
-
-std::string blas_kernel_advice() {
-  if (kernels_in_use() != GemmKernels::openblas) return "";  // OpenBLAS computes no product
-  const char* forced = std::getenv("OPENBLAS_CORETYPE");
-  if (!forced) return "";
-  const char* in_use = openblas_get_corename();
-  const bool avx512_kernels = strcasecmp(in_use, "skylakex") == 0 ||
-                              strcasecmp(in_use, "cooperlake") == 0 ||
-                              strcasecmp(in_use, "sapphirerapids") == 0;
-  if (!cpu_has_avx512() || avx512_kernels) return "";
-  return std::string("note: OPENBLAS_CORETYPE=") + forced + " in the environment holds OpenBLAS to its " +
-         in_use + " kernels; this CPU has AVX-512, whose kernels are usually faster (unset "
-         "OPENBLAS_CORETYPE to let OpenBLAS choose, or set it to SkylakeX)";
 }
 
 }  // namespace minivit

@@ -1,6 +1,6 @@
 #include "minivit/nn/layernorm.h"
 
-#include "minivit/kernels/gemm.h"
+#include "minivit/kernels/threads.h"
 
 #include <omp.h>
 

@@ -14,7 +14,7 @@
 #include "minivit/core/error.h"
 #include "minivit/data/folder.h"
 #include "minivit/data/idx.h"
-#include "minivit/kernels/gemm.h"
+#include "minivit/kernels/threads.h"
 #include "test_util.h"
 
 #pragma GCC diagnostic push

@@ -10,6 +10,8 @@
 
 #include "gradcheck.h"
 #include "minivit/kernels/gemm.h"
+#include "minivit/kernels/runtime.h"
+#include "minivit/kernels/threads.h"
 
 using namespace minivit;
 

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "gradcheck.h"
-#include "minivit/kernels/gemm.h"
 #include "minivit/model/optimizer.h"
 #include "minivit/model/train_step.h"
 #include "minivit/model/vit.h"
