@@ -76,12 +76,13 @@ int run_bench(const BenchOptions& opt) {
   if (const std::string advice = blas_kernel_advice(); !advice.empty())
     std::fprintf(stderr, "%s\n", advice.c_str());
   train_steps(opt.warmup, 0);
-  g_step_profile = StepProfile{true, 0.0};
+  StepProfile profile;
+  acts.profile = &profile;
   auto t0 = Clock::now();
   train_steps(opt.steps, opt.warmup);
   const double train_s = seconds_since(t0);
-  const double attention_share = g_step_profile.attention_seconds / train_s;
-  g_step_profile.enabled = false;
+  const double attention_share = profile.attention_seconds / train_s;
+  acts.profile = nullptr;
 
   // Evaluation batches go through the model in the chunks evaluate() uses.
   auto eval_batch = [&]() {

@@ -43,7 +43,7 @@ int run_predict(const PredictOptions& opt) {
     vit_forward(*ckpt.model, acts, inputs.data() + size_t(start) * image_len, B, false, 0);
     for (int b = 0; b < B; ++b) {
       const std::vector<double> probs =
-          class_probabilities(acts.logits.data() + size_t(b) * size_t(m.num_classes), m.num_classes);
+          class_probabilities(acts.logits + size_t(b) * size_t(m.num_classes), m.num_classes);
       const std::string& image = opt.images[size_t(start + b)];
       std::printf("%s%s\n", start + b ? "\n" : "", image.c_str());
       nlohmann::json top = nlohmann::json::array();

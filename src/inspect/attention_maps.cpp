@@ -18,8 +18,8 @@ AttentionMaps collect_attention(const ViT& model, const float* image) {
   AttentionMaps m;
   m.att = Tensor4::from_shape({L, H, T, T});
   for (size_t l = 0; l < L; ++l)
-    std::copy_n(acts.blocks[l].att.data(), H * T * T, m.att.data() + l * H * T * T);
-  m.logits.assign(acts.logits.data(), acts.logits.data() + c.num_classes);
+    std::copy_n(acts.blocks[l].att, H * T * T, m.att.data() + l * H * T * T);
+  m.logits.assign(acts.logits, acts.logits + c.num_classes);
   m.probs = class_probabilities(m.logits.data(), c.num_classes);
   return m;
 }

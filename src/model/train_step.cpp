@@ -15,9 +15,9 @@ float forward_backward(ViT& model, Activations& acts, const float* images, const
   model.zero_grad();
   vit_forward(model, acts, images, B, true, dropout_key);
   const float loss =
-      cross_entropy_forward(acts.probs.data(), acts.logits.data(), targets, B, K);
-  std::memset(acts.dlogits.data(), 0, sizeof(float) * size_t(B) * size_t(K));
-  cross_entropy_backward(acts.dlogits.data(), acts.probs.data(), targets, B, K);
+      cross_entropy_forward(acts.probs, acts.logits, targets, B, K);
+  std::memset(acts.dlogits, 0, sizeof(float) * size_t(B) * size_t(K));
+  cross_entropy_backward(acts.dlogits, acts.probs, targets, B, K);
   vit_backward(model, acts, B);
   return loss;
 }
@@ -29,7 +29,7 @@ StepResult train_step(ViT& model, Activations& acts, Optimizer& optimizer, const
   r.loss = forward_backward(model, acts, images, targets, B, dropout_key);
   const int K = model.config.num_classes;
   for (int b = 0; b < B; ++b) {
-    const float* z = acts.logits.data() + int64_t(b) * K;
+    const float* z = acts.logits + int64_t(b) * K;
     r.correct += int(std::max_element(z, z + K) - z) == labels[b];
   }
   r.grad_norm = clip_grad_norm(model, clip_grad_norm_max);

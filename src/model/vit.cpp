@@ -18,98 +18,22 @@
 
 namespace minivit {
 
-std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
-  const int64_t D = c.dim, M = c.mlp_dim, K = c.num_classes, T = c.tokens();
-  std::vector<ParamSpec> specs;
-  auto add = [&](std::string name, std::vector<int64_t> shape, bool decay) {
-    ParamSpec s;
-    s.name = std::move(name);
-    s.shape = std::move(shape);
-    s.size = 1;
-    for (int64_t d : s.shape) s.size *= d;
-    s.decay = decay;
-    specs.push_back(std::move(s));
-  };
-  // Order of timm's VisionTransformer.state_dict().
-  add("cls_token", {1, 1, D}, false);
-  add("pos_embed", {1, T, D}, false);
-  add("patch_embed.proj.weight", {D, c.channels, c.patch_size, c.patch_size}, true);
-  add("patch_embed.proj.bias", {D}, false);
-  for (int l = 0; l < c.depth; ++l) {
-    const std::string p = "blocks." + std::to_string(l) + ".";
-    add(p + "norm1.weight", {D}, false);
-    add(p + "norm1.bias", {D}, false);
-    add(p + "attn.qkv.weight", {3 * D, D}, true);
-    add(p + "attn.qkv.bias", {3 * D}, false);
-    add(p + "attn.proj.weight", {D, D}, true);
-    add(p + "attn.proj.bias", {D}, false);
-    add(p + "norm2.weight", {D}, false);
-    add(p + "norm2.bias", {D}, false);
-    add(p + "mlp.fc1.weight", {M, D}, true);
-    add(p + "mlp.fc1.bias", {M}, false);
-    add(p + "mlp.fc2.weight", {D, M}, true);
-    add(p + "mlp.fc2.bias", {D}, false);
-  }
-  add("norm.weight", {D}, false);
-  add("norm.bias", {D}, false);
-  add("head.weight", {K, D}, true);
-  add("head.bias", {K}, false);
-  int64_t offset = 0;
-  for (auto& s : specs) {
-    s.offset = offset;
-    offset += s.size;
-  }
-  return specs;
-}
-
-static ViTParams bind_params(float* base, const std::vector<ParamSpec>& specs, int depth) {
-  // Specs are in a fixed order (see vit_param_specs), so binding walks the table once.
-  size_t i = 0;
-  auto next = [&]() { return base + specs[i++].offset; };
-  ViTParams p;
-  p.cls_token = next();
-  p.pos_embed = next();
-  p.patch_w = next();
-  p.patch_b = next();
-  p.blocks.resize(size_t(depth));
-  for (auto& b : p.blocks) {
-    b.norm1_w = next();
-    b.norm1_b = next();
-    b.qkv_w = next();
-    b.qkv_b = next();
-    b.proj_w = next();
-    b.proj_b = next();
-    b.norm2_w = next();
-    b.norm2_b = next();
-    b.fc1_w = next();
-    b.fc1_b = next();
-    b.fc2_w = next();
-    b.fc2_b = next();
-  }
-  p.norm_w = next();
-  p.norm_b = next();
-  p.head_w = next();
-  p.head_b = next();
-  return p;
-}
-
-double vit_param_count(const ModelConfig& c) {
-  const double T = c.tokens(), D = c.dim, M = c.mlp_dim, L = c.depth, K = c.num_classes,
-               PL = double(c.channels) * c.patch_size * c.patch_size;
-  // The tensors of vit_param_specs, in its order.
-  return D + T * D + PL * D + D + L * (3 * D * D + D * D + 2 * M * D + 9 * D + M) + 2 * D +
-         K * D + K;
+// The shapes every layer relies on. The config reader checks them with file and line; a
+// ModelConfig built in code meets them here.
+static void check_model_shapes(const ModelConfig& c) {
+  const int sizes[] = {c.image_size, c.channels, c.patch_size, c.dim, c.depth, c.heads, c.mlp_dim, c.num_classes};
+  for (int size : sizes)
+    if (size < 1)
+      throw Error("model: image_size, channels, patch_size, dim, depth, heads, mlp_dim and num_classes must all be at least 1");
+  if (c.dim % c.heads != 0)
+    throw Error("model: dim " + std::to_string(c.dim) + " is not divisible by heads " + std::to_string(c.heads));
+  if (c.image_size % c.patch_size != 0)
+    throw Error("model: image_size " + std::to_string(c.image_size) + " is not divisible by patch_size " +
+                std::to_string(c.patch_size));
 }
 
 double vit_memory_bytes(const ModelConfig& c, int batch, bool training) {
-  const double T = c.tokens(), D = c.dim, M = c.mlp_dim, H = c.heads, L = c.depth,
-               K = c.num_classes, PL = double(c.channels) * c.patch_size * c.patch_size;
-  const double params = vit_param_count(c);
-  // Per image: the residual streams, per block LayerNorm outputs, qkv, attention weights,
-  // head outputs and the MLP's two (T, M) buffers, then backward's scratch of the widest.
-  const double per_image = (L + 1) * T * D + L * (7 * T * D + 2 * T * M + H * T * T) +
-                           (training ? 8 * T * std::max({3 * D, M, H * T}) : 0.0) + T * PL + 4 * K;
-  return 4.0 * (params * (training ? 4 : 2) + double(batch) * per_image);
+  return 4.0 * vit_param_count(c) * (training ? 4 : 2) + activation_bytes(c, batch, training);
 }
 
 void check_vit_fits_memory(const ModelConfig& c, int batch, bool training) {
@@ -125,7 +49,8 @@ void check_vit_fits_memory(const ModelConfig& c, int batch, bool training) {
                 std::to_string(int64_t(available / (1 << 30))) + " GiB of memory");
 }
 
-ViT::ViT(const ModelConfig& c) : config(c), specs((check_vit_fits_memory(c, 0, false), vit_param_specs(c))) {
+ViT::ViT(const ModelConfig& c)
+    : config(c), specs((check_model_shapes(c), check_vit_fits_memory(c, 0, false), vit_param_specs(c))) {
   num_params = specs.back().offset + specs.back().size;
   weights = Tensor1::from_shape({size_t(num_params)});
   grads = Tensor1::from_shape({size_t(num_params)});
@@ -143,116 +68,7 @@ const ParamSpec* ViT::find(const std::string& name) const {
 
 void ViT::zero_grad() { std::fill(grads.begin(), grads.end(), 0.0f); }
 
-// Normal(0, std) redrawn outside +-2 std, as timm's trunc_normal_ intends.
-static void trunc_normal(float* out, int64_t n, double std, uint64_t key) {
-  uint64_t draw = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    double z;
-    do z = rng_normal(key, draw++);
-    while (std::fabs(z) > 2.0);
-    out[i] = float(z * std);
-  }
-}
-
-void ViT::init(uint64_t seed) {
-  for (size_t t = 0; t < specs.size(); ++t) {
-    const ParamSpec& s = specs[t];
-    float* p = weights.data() + s.offset;
-    const uint64_t key = rng_key(seed, kRngInit, t);
-    const std::string& n = s.name;
-    auto ends_with = [&](const char* suffix) {
-      const size_t len = std::strlen(suffix);
-      return n.size() >= len && n.compare(n.size() - len, len, suffix) == 0;
-    };
-    if (n == "cls_token") {
-      for (int64_t i = 0; i < s.size; ++i) p[i] = float(1e-6 * rng_normal(key, i));
-    } else if (n == "pos_embed") {
-      trunc_normal(p, s.size, 0.02, key);
-    } else if (n.rfind("patch_embed.", 0) == 0) {
-      // Conv2d's default (Kaiming-uniform with a = sqrt 5) gives bound 1/sqrt(fan_in) for
-      // both weight and bias; timm leaves the patch projection at that default.
-      const double bound = 1.0 / std::sqrt(double(config.patch_len()));
-      for (int64_t i = 0; i < s.size; ++i) p[i] = float((2.0 * rng_uniform(key, i) - 1.0) * bound);
-    } else if (n.find("norm") != std::string::npos) {
-      std::fill(p, p + s.size, ends_with(".weight") ? 1.0f : 0.0f);
-    } else if (ends_with(".weight")) {
-      trunc_normal(p, s.size, 0.02, key);
-    } else {
-      std::fill(p, p + s.size, 0.0f);
-    }
-  }
-}
-
-Activations::Activations(const ModelConfig& c, int B, bool for_training) : max_batch(B) {
-  check_vit_fits_memory(c, B, for_training);
-  const size_t b = size_t(B), T = size_t(c.tokens()), N = size_t(c.patches()),
-               D = size_t(c.dim), M = size_t(c.mlp_dim), H = size_t(c.heads),
-               K = size_t(c.num_classes), PL = size_t(c.patch_len());
-  const bool drop = for_training && c.dropout > 0.0f;
-  const bool att_drop = for_training && c.attention_dropout > 0.0f;
-  patches = Tensor3::from_shape({b, N, PL});
-  patch_proj = Tensor3::from_shape({b, N, D});
-  resid.resize(size_t(c.depth) + 1);
-  for (auto& r : resid) r = Tensor3::from_shape({b, T, D});
-  blocks.resize(size_t(c.depth));
-  for (auto& a : blocks) {
-    a.ln1 = Tensor3::from_shape({b, T, D});
-    a.ln1_mean = Tensor2::from_shape({b, T});
-    a.ln1_rstd = Tensor2::from_shape({b, T});
-    a.qkv = Tensor3::from_shape({b, T, 3 * D});
-    a.att = Tensor4::from_shape({b, H, T, T});
-    if (att_drop) a.att_mask = Mask1::from_shape({b * H * T * T});
-    a.att_out = Tensor3::from_shape({b, T, D});
-    if (drop) a.proj_mask = Mask1::from_shape({b * T * D});
-    a.resid_mid = Tensor3::from_shape({b, T, D});
-    a.ln2 = Tensor3::from_shape({b, T, D});
-    a.ln2_mean = Tensor2::from_shape({b, T});
-    a.ln2_rstd = Tensor2::from_shape({b, T});
-    a.fc1 = Tensor3::from_shape({b, T, M});
-    a.fc2_in = Tensor3::from_shape({b, T, M});
-    if (drop) {
-      a.gelu_mask = Mask1::from_shape({b * T * M});
-      a.fc2_mask = Mask1::from_shape({b * T * D});
-    }
-  }
-  cls = Tensor2::from_shape({b, D});
-  cls_norm = Tensor2::from_shape({b, D});
-  cls_mean = Tensor1::from_shape({b});
-  cls_rstd = Tensor1::from_shape({b});
-  logits = Tensor2::from_shape({b, K});
-  probs = Tensor2::from_shape({b, K});
-  branch = Tensor3::from_shape({b, T, D});
-  if (for_training) {
-    dlogits = Tensor2::from_shape({b, K});
-    dcls_norm = Tensor2::from_shape({b, D});
-    dcls = Tensor2::from_shape({b, D});
-    dresid = Tensor3::from_shape({b, T, D});
-    dbranch = Tensor3::from_shape({b, T, D});
-    dln = Tensor3::from_shape({b, T, D});
-    datt_out = Tensor3::from_shape({b, T, D});
-    dqkv = Tensor3::from_shape({b, T, 3 * D});
-    dfc2_in = Tensor3::from_shape({b, T, M});
-    dgelu = Tensor3::from_shape({b, T, M});
-    dfc1 = Tensor3::from_shape({b, T, M});
-    dpatch_proj = Tensor3::from_shape({b, N, D});
-  }
-}
-
-int64_t Activations::bytes() const {
-  int64_t total = 0;
-  auto add = [&](const auto& t) { total += int64_t(t.size() * sizeof(*t.data())); };
-  add(patches), add(patch_proj);
-  for (const auto& r : resid) add(r);
-  for (const auto& a : blocks) {
-    add(a.ln1), add(a.ln1_mean), add(a.ln1_rstd), add(a.qkv), add(a.att), add(a.att_mask);
-    add(a.att_out), add(a.proj_mask), add(a.resid_mid), add(a.ln2), add(a.ln2_mean);
-    add(a.ln2_rstd), add(a.fc1), add(a.fc2_in), add(a.gelu_mask), add(a.fc2_mask);
-  }
-  add(cls), add(cls_norm), add(cls_mean), add(cls_rstd), add(logits), add(probs), add(branch);
-  add(dlogits), add(dcls_norm), add(dcls), add(dresid), add(dbranch), add(dln), add(datt_out);
-  add(dqkv), add(dfc2_in), add(dgelu), add(dfc1), add(dpatch_proj);
-  return total;
-}
+void ViT::init(uint64_t seed) { init_params(weights.data(), specs, seed); }
 
 // Clears a gradient buffer that backward then adds into: megabytes per layer, so both
 // cores share the pass (one core's memset left the other waiting for about 5% of a step).
@@ -283,20 +99,55 @@ static void residual_add(float* out, const float* x, const float* branch, const 
   }
 }
 
-StepProfile g_step_profile;
-
-// Times a scope into g_step_profile.attention_seconds when profiling is on.
+// Adds the time of a scope to a profile's attention_seconds, when there is a profile.
 struct AttentionTimer {
+  StepProfile* profile;
   std::chrono::steady_clock::time_point start;
-  AttentionTimer() {
-    if (g_step_profile.enabled) start = std::chrono::steady_clock::now();
+  explicit AttentionTimer(StepProfile* p) : profile(p) {
+    if (profile) start = std::chrono::steady_clock::now();
   }
   ~AttentionTimer() {
-    if (g_step_profile.enabled)
-      g_step_profile.attention_seconds +=
+    if (profile)
+      profile->attention_seconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 };
+
+// Whether activations built for `built` hold every buffer a model of config `c` uses.
+static bool built_for(const ModelConfig& built, const ModelConfig& c) {
+  return built.image_size == c.image_size && built.channels == c.channels &&
+         built.patch_size == c.patch_size && built.dim == c.dim && built.depth == c.depth &&
+         built.heads == c.heads && built.mlp_dim == c.mlp_dim && built.num_classes == c.num_classes &&
+         (built.dropout > 0.0f) == (c.dropout > 0.0f) &&
+         (built.attention_dropout > 0.0f) == (c.attention_dropout > 0.0f);
+}
+
+static void check_forward(const ViT& model, const Activations& acts, const float* images, int B,
+                          bool training) {
+  if (!built_for(acts.config, model.config))
+    throw Error("vit_forward: the activations were built for another model (dim, depth, heads, "
+                "mlp_dim, tokens, classes or dropout differ)");
+  if (B < 1 || B > acts.max_batch)
+    throw Error("vit_forward: batch " + std::to_string(B) + " is outside 1.." +
+                std::to_string(acts.max_batch) + ", the batch the activations were built for");
+  if (training && !acts.training)
+    throw Error("vit_forward: a training forward needs activations built for training");
+  if (!images) throw Error("vit_forward: no images");
+}
+
+static void check_backward(const ViT& model, const Activations& acts, int B) {
+  if (!acts.training)
+    throw Error("vit_backward: the activations were built for evaluation, not training");
+  if (!built_for(acts.config, model.config))
+    throw Error("vit_backward: the activations were built for another model");
+  if (!acts.forward_was_training || acts.forward_batch != B)
+    throw Error("vit_backward: needs a training vit_forward of batch " + std::to_string(B) +
+                " first (the last forward was " +
+                (acts.forward_batch == 0 ? std::string("none")
+                                         : std::string(acts.forward_was_training ? "a training" : "an evaluation") +
+                                               " one of batch " + std::to_string(acts.forward_batch)) +
+                ")");
+}
 
 // Sites of dropout inside one block, so that every mask has its own stream.
 enum DropoutSite : uint64_t { kSiteAttention = 0, kSiteProj = 1, kSiteGelu = 2, kSiteFc2 = 3 };
@@ -310,55 +161,59 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
   const int BT = B * T;
   const float p = training ? c.dropout : 0.0f;
   const float p_att = training ? c.attention_dropout : 0.0f;
+  check_forward(model, acts, images, B, training);
+  acts.forward_batch = 0;  // until this forward is complete
 
-  patchify(acts.patches.data(), images, B, c.channels, c.image_size, c.patch_size);
-  linear_forward(acts.patch_proj.data(), acts.patches.data(), w.patch_w, w.patch_b, B * N,
+  patchify(acts.patches, images, B, c.channels, c.image_size, c.patch_size);
+  linear_forward(acts.patch_proj, acts.patches, w.patch_w, w.patch_b, B * N,
                  c.patch_len(), D);
-  embed_tokens_forward(acts.resid[0].data(), acts.patch_proj.data(), w.cls_token, w.pos_embed,
+  embed_tokens_forward(acts.blocks[0].x, acts.patch_proj, w.cls_token, w.pos_embed,
                        B, N, D);
 
   for (int l = 0; l < c.depth; ++l) {
     const BlockParams& bw = w.blocks[size_t(l)];
     BlockActivations& a = acts.blocks[size_t(l)];
-    const float* x = acts.resid[size_t(l)].data();
-    float* x_next = acts.resid[size_t(l) + 1].data();
-    float* branch = acts.branch.data();
+    const float* x = a.x;
+    float* x_next = l + 1 < c.depth ? acts.blocks[size_t(l) + 1].x : acts.x_final;
+    float* branch = acts.branch;
     auto key = [&](DropoutSite site) { return rng_key(dropout_key, uint64_t(l), site); };
 
     // x_mid = x + drop(proj(attn(LN1(x))))
-    layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, bw.norm1_w,
+    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, bw.norm1_w,
                       bw.norm1_b, BT, D);
-    linear_forward(a.qkv.data(), a.ln1.data(), bw.qkv_w, bw.qkv_b, BT, D, 3 * D);
+    linear_forward(a.qkv, a.ln1, bw.qkv_w, bw.qkv_b, BT, D, 3 * D);
     {
-      AttentionTimer timer;
-      attention_forward(a.att_out.data(), a.att.data(), a.att_mask.data(), a.qkv.data(), B, T, D,
-                        H, p_att, key(kSiteAttention));
+      AttentionTimer timer(acts.profile);
+      attention_forward(a.att_out, a.att, a.att_mask, a.qkv, B, T, D,
+                        H, p_att, key(kSiteAttention), acts.attention_scratch, acts.attention_slots);
     }
     // Without dropout the projection's bias is added in the residual pass instead.
     const bool fuse_bias = p == 0.0f;
-    linear_forward(branch, a.att_out.data(), bw.proj_w, fuse_bias ? nullptr : bw.proj_b, BT, D, D);
-    dropout_forward(branch, a.proj_mask.data(), branch, int64_t(BT) * D, p, key(kSiteProj));
-    residual_add(a.resid_mid.data(), x, branch, fuse_bias ? bw.proj_b : nullptr, BT, D);
+    linear_forward(branch, a.att_out, bw.proj_w, fuse_bias ? nullptr : bw.proj_b, BT, D, D);
+    dropout_forward(branch, a.proj_mask, branch, int64_t(BT) * D, p, key(kSiteProj));
+    residual_add(a.resid_mid, x, branch, fuse_bias ? bw.proj_b : nullptr, BT, D);
 
     // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
-    layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.resid_mid.data(),
+    layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid_mid,
                       bw.norm2_w, bw.norm2_b, BT, D);
-    linear_forward(a.fc1.data(), a.ln2.data(), bw.fc1_w, nullptr, BT, D, M);
-    bias_gelu_forward(a.fc2_in.data(), a.fc1.data(), bw.fc1_b, BT, M);
-    dropout_forward(a.fc2_in.data(), a.gelu_mask.data(), a.fc2_in.data(), int64_t(BT) * M, p,
+    linear_forward(a.fc1, a.ln2, bw.fc1_w, nullptr, BT, D, M);
+    bias_gelu_forward(a.fc2_in, a.fc1, bw.fc1_b, BT, M);
+    dropout_forward(a.fc2_in, a.gelu_mask, a.fc2_in, int64_t(BT) * M, p,
                     key(kSiteGelu));
-    linear_forward(branch, a.fc2_in.data(), bw.fc2_w, fuse_bias ? nullptr : bw.fc2_b, BT, M, D);
-    dropout_forward(branch, a.fc2_mask.data(), branch, int64_t(BT) * D, p, key(kSiteFc2));
-    residual_add(x_next, a.resid_mid.data(), branch, fuse_bias ? bw.fc2_b : nullptr, BT, D);
+    linear_forward(branch, a.fc2_in, bw.fc2_w, fuse_bias ? nullptr : bw.fc2_b, BT, M, D);
+    dropout_forward(branch, a.fc2_mask, branch, int64_t(BT) * D, p, key(kSiteFc2));
+    residual_add(x_next, a.resid_mid, branch, fuse_bias ? bw.fc2_b : nullptr, BT, D);
   }
 
   // The head reads only the CLS token, so the final LayerNorm runs on those rows alone.
-  const float* last = acts.resid[size_t(c.depth)].data();
+  const float* last = acts.x_final;
   for (int b = 0; b < B; ++b)
-    std::copy_n(last + int64_t(b) * T * D, D, acts.cls.data() + int64_t(b) * D);
-  layernorm_forward(acts.cls_norm.data(), acts.cls_mean.data(), acts.cls_rstd.data(),
-                    acts.cls.data(), w.norm_w, w.norm_b, B, D);
-  linear_forward(acts.logits.data(), acts.cls_norm.data(), w.head_w, w.head_b, B, D, K);
+    std::copy_n(last + int64_t(b) * T * D, D, acts.cls + int64_t(b) * D);
+  layernorm_forward(acts.cls_norm, acts.cls_mean, acts.cls_rstd,
+                    acts.cls, w.norm_w, w.norm_b, B, D);
+  linear_forward(acts.logits, acts.cls_norm, w.head_w, w.head_b, B, D, K);
+  acts.forward_batch = B;
+  acts.forward_was_training = training;
 }
 
 void vit_backward(ViT& model, Activations& acts, int B) {
@@ -371,19 +226,20 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   const int64_t BTD = int64_t(BT) * D, BTM = int64_t(BT) * M;
   const float p = c.dropout;
   const float p_att = c.attention_dropout;
+  check_backward(model, acts, B);
 
   // logits = head(LN(cls))
-  zero(acts.dcls_norm.data(), int64_t(B) * D);
-  linear_backward(acts.dcls_norm.data(), g.head_w, g.head_b, acts.dlogits.data(),
-                  acts.cls_norm.data(), w.head_w, B, D, K);
-  zero(acts.dcls.data(), int64_t(B) * D);
-  layernorm_backward(acts.dcls.data(), g.norm_w, g.norm_b, acts.dcls_norm.data(),
-                     acts.cls.data(), w.norm_w, acts.cls_mean.data(), acts.cls_rstd.data(), B,
-                     D);
-  float* dx = acts.dresid.data();
+  zero(acts.dcls_norm, int64_t(B) * D);
+  linear_backward(acts.dcls_norm, g.head_w, g.head_b, acts.dlogits,
+                  acts.cls_norm, w.head_w, B, D, K, acts.ones);
+  zero(acts.dcls, int64_t(B) * D);
+  layernorm_backward(acts.dcls, g.norm_w, g.norm_b, acts.dcls_norm,
+                     acts.cls, w.norm_w, acts.cls_mean, acts.cls_rstd, B,
+                     D, acts.layernorm_partials);
+  float* dx = acts.dresid;
   zero(dx, BTD);
   for (int b = 0; b < B; ++b)
-    std::copy_n(acts.dcls.data() + int64_t(b) * D, D, dx + int64_t(b) * T * D);
+    std::copy_n(acts.dcls + int64_t(b) * D, D, dx + int64_t(b) * T * D);
 
   for (int l = c.depth - 1; l >= 0; --l) {
     const BlockParams& bw = w.blocks[size_t(l)];
@@ -393,57 +249,57 @@ void vit_backward(ViT& model, Activations& acts, int B) {
     // x_next = x_mid + drop(fc2(fc2_in)): dx is d x_next here, and becomes d x_mid below.
     const float* dfc2_out = dx;
     if (p > 0.0f) {
-      zero(acts.dbranch.data(), BTD);
-      dropout_backward(acts.dbranch.data(), dx, a.fc2_mask.data(), BTD, p);
-      dfc2_out = acts.dbranch.data();
+      zero(acts.dbranch, BTD);
+      dropout_backward(acts.dbranch, dx, a.fc2_mask, BTD, p);
+      dfc2_out = acts.dbranch;
     }
-    zero(acts.dfc2_in.data(), BTM);
-    linear_backward(acts.dfc2_in.data(), bg.fc2_w, bg.fc2_b, dfc2_out, a.fc2_in.data(),
-                    bw.fc2_w, BT, M, D);
+    zero(acts.dfc2_in, BTM);
+    linear_backward(acts.dfc2_in, bg.fc2_w, bg.fc2_b, dfc2_out, a.fc2_in,
+                    bw.fc2_w, BT, M, D, acts.ones);
     // fc2_in = drop(GELU(fc1))
-    const float* dgelu = acts.dfc2_in.data();
+    const float* dgelu = acts.dfc2_in;
     if (p > 0.0f) {
-      zero(acts.dgelu.data(), BTM);
-      dropout_backward(acts.dgelu.data(), acts.dfc2_in.data(), a.gelu_mask.data(), BTM, p);
-      dgelu = acts.dgelu.data();
+      zero(acts.dgelu, BTM);
+      dropout_backward(acts.dgelu, acts.dfc2_in, a.gelu_mask, BTM, p);
+      dgelu = acts.dgelu;
     }
-    zero(acts.dfc1.data(), BTM);
-    gelu_backward(acts.dfc1.data(), a.fc1.data(), dgelu, BTM);
+    zero(acts.dfc1, BTM);
+    gelu_backward(acts.dfc1, a.fc1, dgelu, BTM);
     // fc1 = linear(LN2(x_mid)); the residual path already carries dx into x_mid.
-    zero(acts.dln.data(), BTD);
-    linear_backward(acts.dln.data(), bg.fc1_w, bg.fc1_b, acts.dfc1.data(), a.ln2.data(),
-                    bw.fc1_w, BT, D, M);
-    layernorm_backward(dx, bg.norm2_w, bg.norm2_b, acts.dln.data(), a.resid_mid.data(),
-                       bw.norm2_w, a.ln2_mean.data(), a.ln2_rstd.data(), BT, D);
+    zero(acts.dln, BTD);
+    linear_backward(acts.dln, bg.fc1_w, bg.fc1_b, acts.dfc1, a.ln2,
+                    bw.fc1_w, BT, D, M, acts.ones);
+    layernorm_backward(dx, bg.norm2_w, bg.norm2_b, acts.dln, a.resid_mid,
+                       bw.norm2_w, a.ln2_mean, a.ln2_rstd, BT, D, acts.layernorm_partials);
 
     // x_mid = x + drop(proj(att_out)): dx becomes d x.
     const float* dproj_out = dx;
     if (p > 0.0f) {
-      zero(acts.dbranch.data(), BTD);
-      dropout_backward(acts.dbranch.data(), dx, a.proj_mask.data(), BTD, p);
-      dproj_out = acts.dbranch.data();
+      zero(acts.dbranch, BTD);
+      dropout_backward(acts.dbranch, dx, a.proj_mask, BTD, p);
+      dproj_out = acts.dbranch;
     }
-    zero(acts.datt_out.data(), BTD);
-    linear_backward(acts.datt_out.data(), bg.proj_w, bg.proj_b, dproj_out, a.att_out.data(),
-                    bw.proj_w, BT, D, D);
-    zero(acts.dqkv.data(), 3 * BTD);
+    zero(acts.datt_out, BTD);
+    linear_backward(acts.datt_out, bg.proj_w, bg.proj_b, dproj_out, a.att_out,
+                    bw.proj_w, BT, D, D, acts.ones);
+    zero(acts.dqkv, 3 * BTD);
     {
-      AttentionTimer timer;
-      attention_backward(acts.dqkv.data(), acts.datt_out.data(), a.qkv.data(), a.att.data(),
-                         a.att_mask.data(), B, T, D, H, p_att);
+      AttentionTimer timer(acts.profile);
+      attention_backward(acts.dqkv, acts.datt_out, a.qkv, a.att,
+                         a.att_mask, B, T, D, H, p_att, acts.attention_scratch, acts.attention_slots);
     }
-    zero(acts.dln.data(), BTD);
-    linear_backward(acts.dln.data(), bg.qkv_w, bg.qkv_b, acts.dqkv.data(), a.ln1.data(),
-                    bw.qkv_w, BT, D, 3 * D);
-    layernorm_backward(dx, bg.norm1_w, bg.norm1_b, acts.dln.data(), acts.resid[size_t(l)].data(),
-                       bw.norm1_w, a.ln1_mean.data(), a.ln1_rstd.data(), BT, D);
+    zero(acts.dln, BTD);
+    linear_backward(acts.dln, bg.qkv_w, bg.qkv_b, acts.dqkv, a.ln1,
+                    bw.qkv_w, BT, D, 3 * D, acts.ones);
+    layernorm_backward(dx, bg.norm1_w, bg.norm1_b, acts.dln, a.x,
+                       bw.norm1_w, a.ln1_mean, a.ln1_rstd, BT, D, acts.layernorm_partials);
   }
 
   // tokens = [cls; patch_proj] + pos;  patch_proj = linear(patches)
-  zero(acts.dpatch_proj.data(), int64_t(B) * N * D);
-  embed_tokens_backward(acts.dpatch_proj.data(), g.cls_token, g.pos_embed, dx, B, N, D);
-  linear_backward(nullptr, g.patch_w, g.patch_b, acts.dpatch_proj.data(), acts.patches.data(),
-                  w.patch_w, B * N, c.patch_len(), D);
+  zero(acts.dpatch_proj, int64_t(B) * N * D);
+  embed_tokens_backward(acts.dpatch_proj, g.cls_token, g.pos_embed, dx, B, N, D);
+  linear_backward(nullptr, g.patch_w, g.patch_b, acts.dpatch_proj, acts.patches,
+                  w.patch_w, B * N, c.patch_len(), D, acts.ones);
 }
 
 double vit_forward_flops(const ModelConfig& c) {

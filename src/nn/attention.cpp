@@ -1,10 +1,11 @@
 #include "minivit/nn/attention.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
-#include <vector>
 
 #include "minivit/kernels/vecmath.h"
 #include "minivit/nn/dropout.h"
@@ -31,33 +32,34 @@ constexpr int kRows = 4;   // query rows per step: independent sums keep the FMA
 
 int padded_tokens(int T) { return (T + kTile - 1) / kTile * kTile; }
 
-// Per-thread scratch, sized once per shape; the training step allocates nothing after its
-// first call.
+// One thread's scratch: views into its row of the caller's scratch buffer, each view
+// starting on a cache line.
 struct HeadScratch {
-  std::vector<float> kt;     // (Dh, Tp) K^T, or V^T in backward; padding columns zero
-  std::vector<float> score;  // (kRows, Tp) rows of scores, or of dP' in backward
-  std::vector<float> used;   // (kRows, T) rows of P' = P * mask / (1 - p)
-  std::vector<float> dk;     // (T, Dh) dK for this head, added into dqkv at the end
-  std::vector<float> dv;     // (T, Dh) dV likewise
-  void size_for(int T, int Dh) {
-    const size_t Tp = size_t(padded_tokens(T));
-    kt.assign(size_t(Dh) * Tp, 0.0f);
-    score.resize(kRows * Tp);
-    used.resize(kRows * size_t(T));
-    dk.resize(size_t(T) * Dh);
-    dv.resize(size_t(T) * Dh);
-  }
+  float* kt;     // (Dh, Tp) K^T, or V^T in backward; padding columns zero
+  float* score;  // (kRows, Tp) rows of scores, or of dP' in backward
+  float* used;   // (kRows, T) rows of P' = P * mask / (1 - p)
+  float* dk;     // (T, Dh) dK for this head, added into dqkv at the end
+  float* dv;     // (T, Dh) dV likewise
 };
 
-HeadScratch& scratch_for(int T, int Dh) {
-  thread_local HeadScratch s;
-  thread_local int sized_T = -1, sized_Dh = -1;
-  if (T != sized_T || Dh != sized_Dh) {
-    s.size_for(T, Dh);
-    sized_T = T;
-    sized_Dh = Dh;
+constexpr int64_t kLineFloats = 16;
+int64_t whole_lines(int64_t floats) { return (floats + kLineFloats - 1) / kLineFloats * kLineFloats; }
+
+// Lays out one thread's views over `row` in the order of HeadScratch, returning the floats
+// they take; with views == nullptr it only counts.
+int64_t lay_out_scratch(float* row, int T, int Dh, HeadScratch* views) {
+  const int64_t Tp = padded_tokens(T);
+  const int64_t sizes[5] = {Dh * Tp, kRows * Tp, kRows * int64_t(T), int64_t(T) * Dh,
+                            int64_t(T) * Dh};
+  int64_t offsets[5], total = 0;
+  for (int i = 0; i < 5; ++i) {
+    offsets[i] = total;
+    total += whole_lines(sizes[i]);
   }
-  return s;
+  if (views)
+    *views = HeadScratch{row + offsets[0], row + offsets[1], row + offsets[2], row + offsets[3],
+                         row + offsets[4]};
+  return total;
 }
 
 // kt (Dh, Tp) = x^T for x (T, Dh) with row stride ld; the padding columns stay zero.
@@ -200,11 +202,11 @@ template <int kDh, int R>
 void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_mask,
                   const float* q, const float* v, uint64_t dropout_key, HeadScratch& w) {
   const int T = hd.T, D = hd.D, Dh = kDh ? kDh : hd.Dh, Tp = padded_tokens(T);
-  rows_times_kt<kDh, R>(w.score.data(), q + int64_t(i0) * 3 * D, 3 * D, w.kt.data(), hd.scale,
+  rows_times_kt<kDh, R>(w.score, q + int64_t(i0) * 3 * D, 3 * D, w.kt, hd.scale,
                         Tp, Dh);
   float* P = att + hd.att_offset + int64_t(i0) * T;
   for (int r = 0; r < R; ++r) {
-    float* row = w.score.data() + int64_t(r) * Tp;
+    float* row = w.score + int64_t(r) * Tp;
     softmax_padded(row, T, Tp);
     std::copy(row, row + T, P + int64_t(r) * T);
   }
@@ -214,8 +216,8 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
     const int64_t first = hd.att_offset + int64_t(i0) * T;
     for (int64_t e = 0; e < int64_t(R) * T; ++e)
       att_mask[first + e] = dropout_keep(dropout_key, first + e, hd.dropout_p);
-    apply_dropout_mask(w.used.data(), P, att_mask + first, int64_t(R) * T, keep_scale);
-    used = w.used.data();
+    apply_dropout_mask(w.used, P, att_mask + first, int64_t(R) * T, keep_scale);
+    used = w.used;
   }
   rows_times_x_dispatch<kDh, R>(out + int64_t(i0) * D, D, used, T, v, 3 * D, T, Dh, false);
 }
@@ -227,19 +229,19 @@ void backward_rows(int i0, const Head& hd, float* dq, const float* dout, const f
   const int T = hd.T, D = hd.D, Dh = kDh ? kDh : hd.Dh, Tp = padded_tokens(T);
   const float* P = att + hd.att_offset + int64_t(i0) * T;
   const float* dO = dout + int64_t(i0) * D;
-  float* g = w.score.data();
-  rows_times_kt<kDh, R>(g, dO, D, w.kt.data(), 1.0f, Tp, Dh);  // dP' = dO V^T
+  float* g = w.score;
+  rows_times_kt<kDh, R>(g, dO, D, w.kt, 1.0f, Tp, Dh);  // dP' = dO V^T
   const float* used = P;  // (R, T) like P
   if (hd.dropout_p > 0.0f) {  // forward: P' = P * mask / (1 - p); dP' -> dP through the mask
     const float keep_scale = 1.0f / (1.0f - hd.dropout_p);
     const uint8_t* mask = att_mask + hd.att_offset + int64_t(i0) * T;
-    apply_dropout_mask(w.used.data(), P, mask, int64_t(R) * T, keep_scale);
+    apply_dropout_mask(w.used, P, mask, int64_t(R) * T, keep_scale);
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < T; ++j)
         g[r * Tp + j] = mask[r * T + j] ? g[r * Tp + j] * keep_scale : 0.0f;
-    used = w.used.data();
+    used = w.used;
   }
-  add_outer<kDh, R>(w.dv.data(), used, T, dO, D, T, Dh);  // dV += P'^T dO
+  add_outer<kDh, R>(w.dv, used, T, dO, D, T, Dh);  // dV += P'^T dO
   for (int r = 0; r < R; ++r) {  // dS = P * (dP - <dP, P>), times the forward's scale
     float* gr = g + int64_t(r) * Tp;
     const float* pr = P + int64_t(r) * T;
@@ -251,7 +253,7 @@ void backward_rows(int i0, const Head& hd, float* dq, const float* dout, const f
   }
   rows_times_x_dispatch<kDh, R>(dq + int64_t(i0) * 3 * D, 3 * D, g, Tp, k, 3 * D, T, Dh,
                                 true);                                   // dq += dS K
-  add_outer<kDh, R>(w.dk.data(), g, Tp, q + int64_t(i0) * 3 * D, 3 * D, T, Dh);  // dK += dS^T q
+  add_outer<kDh, R>(w.dk, g, Tp, q + int64_t(i0) * 3 * D, 3 * D, T, Dh);  // dK += dS^T q
 }
 
 template <int kDh>
@@ -261,7 +263,7 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
   const Head hd{T, D, Dh, 1.0f / std::sqrt(float(Dh)), dropout_p, int64_t(bh) * T * T};
   const float* q = qkv + int64_t(b) * T * 3 * D + h * Dh;
   float* o = out + int64_t(b) * T * D + h * Dh;
-  transpose_head<kDh>(w.kt.data(), q + D, 3 * D, T, Dh);  // K^T
+  transpose_head<kDh>(w.kt, q + D, 3 * D, T, Dh);  // K^T
   int i = 0;
   for (; i + kRows <= T; i += kRows)
     forward_rows<kDh, kRows>(i, hd, o, att, att_mask, q, q + 2 * D, dropout_key, w);
@@ -278,9 +280,9 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, const float* dout,
   const float *q = qkv + base, *k = q + D, *v = q + 2 * D;
   float *dq = dqkv + base, *dk = dq + D, *dv = dq + 2 * D;
   const float* dO = dout + int64_t(b) * T * D + h * Dh;
-  transpose_head<kDh>(w.kt.data(), v, 3 * D, T, Dh);  // V^T for dP' = dO V^T
-  std::fill(w.dk.begin(), w.dk.end(), 0.0f);
-  std::fill(w.dv.begin(), w.dv.end(), 0.0f);
+  transpose_head<kDh>(w.kt, v, 3 * D, T, Dh);  // V^T for dP' = dO V^T
+  std::fill_n(w.dk, int64_t(T) * Dh, 0.0f);
+  std::fill_n(w.dv, int64_t(T) * Dh, 0.0f);
   int i = 0;
   for (; i + kRows <= T; i += kRows)
     backward_rows<kDh, kRows>(i, hd, dq, dO, q, k, att, att_mask, w);
@@ -294,12 +296,18 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, const float* dout,
 
 // Calls per_head(kDh, bh, scratch) for every (batch, head) bh < BH across the thread pool,
 // with kDh a std::integral_constant: the head size when it is one compiled for, else 0.
+// Thread i works in row i of `scratch` (slots rows of attention_scratch_floats(T, Dh)).
 template <typename PerHead>
-void for_each_head(int BH, int T, int Dh, PerHead&& per_head) {
+void for_each_head(int BH, int T, int Dh, float* scratch, int slots, PerHead&& per_head) {
+  const int threads = std::max(1, std::min(omp_get_max_threads(), slots));
+  const int64_t row_floats = attention_scratch_floats(T, Dh);
   auto run = [&](auto kDh) {
-#pragma omp parallel
+#pragma omp parallel num_threads(threads)
     {
-      HeadScratch& w = scratch_for(T, Dh);
+      HeadScratch w;
+      float* row = scratch + omp_get_thread_num() * row_floats;
+      lay_out_scratch(row, T, Dh, &w);
+      std::fill_n(w.kt, int64_t(Dh) * padded_tokens(T), 0.0f);  // the padding columns
 #pragma omp for schedule(static)
       for (int bh = 0; bh < BH; ++bh) per_head(kDh, bh, w);
     }
@@ -315,16 +323,20 @@ void for_each_head(int BH, int T, int Dh, PerHead&& per_head) {
 
 }  // namespace
 
+int64_t attention_scratch_floats(int T, int Dh) { return lay_out_scratch(nullptr, T, Dh, nullptr); }
+
 void attention_forward(float* out, float* att, uint8_t* att_mask, const float* qkv, int B,
-                       int T, int D, int H, float dropout_p, uint64_t dropout_key) {
-  for_each_head(B * H, T, D / H, [&](auto kDh, int bh, HeadScratch& w) {
+                       int T, int D, int H, float dropout_p, uint64_t dropout_key,
+                       float* scratch, int slots) {
+  for_each_head(B * H, T, D / H, scratch, slots, [&](auto kDh, int bh, HeadScratch& w) {
     forward_head<kDh()>(bh, T, D, H, out, att, att_mask, qkv, dropout_p, dropout_key, w);
   });
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                        const uint8_t* att_mask, int B, int T, int D, int H, float dropout_p) {
-  for_each_head(B * H, T, D / H, [&](auto kDh, int bh, HeadScratch& w) {
+                        const uint8_t* att_mask, int B, int T, int D, int H, float dropout_p,
+                        float* scratch, int slots) {
+  for_each_head(B * H, T, D / H, scratch, slots, [&](auto kDh, int bh, HeadScratch& w) {
     backward_head<kDh()>(bh, T, D, H, dqkv, dout, qkv, att, att_mask, dropout_p, w);
   });
 }

@@ -1,13 +1,12 @@
 #include "minivit/nn/layernorm.h"
 
-#include "minivit/kernels/threads.h"
-
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <vector>
+
+#include "minivit/kernels/threads.h"
 
 namespace minivit {
 
@@ -37,18 +36,16 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean,
-                        const float* rstd, int R, int D) {
+                        const float* rstd, int R, int D, float* partials) {
   // The rows are cut into max_work_blocks() slices (one for small inputs), whatever the
   // thread count; each slice sums its rows' weight gradients in row order into a private
   // buffer, and the slices are added in slice order, so the result is the same on any
   // number of threads.
   const int slices = (int64_t(R) * D > 32768) ? std::min(max_work_blocks(), R) : 1;
-  // Kept between calls so a training step does not allocate.
-  static std::vector<float> partial;
-  partial.assign(size_t(slices) * 2 * D, 0.0f);
+  std::fill_n(partials, int64_t(slices) * 2 * D, 0.0f);
 #pragma omp parallel for schedule(static) if (slices > 1)
   for (int slice = 0; slice < slices; ++slice) {
-    float* dw = partial.data() + size_t(slice) * 2 * D;
+    float* dw = partials + size_t(slice) * 2 * D;
     float* db = dw + D;
     const int row_begin = int(int64_t(R) * slice / slices);
     const int row_end = int(int64_t(R) * (slice + 1) / slices);
@@ -77,12 +74,14 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
     }
   }
   for (int slice = 0; slice < slices; ++slice) {
-    const float* dw = partial.data() + size_t(slice) * 2 * D;
+    const float* dw = partials + size_t(slice) * 2 * D;
     for (int i = 0; i < D; ++i) {
       dweight[i] += dw[i];
       dbias[i] += dw[D + i];
     }
   }
 }
+
+int64_t layernorm_partials_floats(int D) { return int64_t(max_work_blocks()) * 2 * D; }
 
 }  // namespace minivit

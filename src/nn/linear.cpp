@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <cstddef>
-#include <vector>
 
 #include "minivit/kernels/gemm.h"
 
@@ -26,16 +25,15 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int R, int I, int O) {
+                     const float* inp, const float* weight, int R, int I, int O,
+                     const float* ones) {
   // forward: out = inp . W^T + b
   if (dinp) gemm(false, false, R, I, O, 1.0f, dout, O, weight, I, 1.0f, dinp, I);  // dinp += dout . W
   gemm(true, false, O, I, R, 1.0f, dout, O, inp, I, 1.0f, dweight, I);  // dW += dout^T . inp
   if (dbias) {
     // Column sums of dout as the product ones(1, R) . dout: BLAS reads dout row by row,
     // where a plain loop over columns would stride through memory.
-    static std::vector<float> ones;  // grows to the largest R once, then never reallocates
-    if (ones.size() < size_t(R)) ones.assign(size_t(R), 1.0f);
-    gemm(true, false, 1, O, R, 1.0f, ones.data(), 1, dout, O, 1.0f, dbias, O);  // db += 1^T . dout
+    gemm(true, false, 1, O, R, 1.0f, ones, 1, dout, O, 1.0f, dbias, O);  // db += 1^T . dout
   }
 }
 

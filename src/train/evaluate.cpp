@@ -30,10 +30,10 @@ EvalResult evaluate(const ViT& model, Activations& acts, const Dataset& data,
     fill_batch(images.data(), labels.data(), data, indices.data() + start, B, mean, std);
     vit_forward(model, acts, images.data(), B, false, 0);
     make_targets(targets.data(), labels.data(), B, K, 0.0f);
-    loss_sum += double(cross_entropy_forward(acts.probs.data(), acts.logits.data(),
+    loss_sum += double(cross_entropy_forward(acts.probs, acts.logits,
                                              targets.data(), B, K)) * B;
     for (int b = 0; b < B; ++b) {
-      const float* z = acts.logits.data() + int64_t(b) * K;
+      const float* z = acts.logits + int64_t(b) * K;
       const int label = labels[size_t(b)];
       const int predicted = int(std::max_element(z, z + K) - z);
       // Rank of the true class: how many classes score strictly higher.

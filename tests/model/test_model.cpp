@@ -104,7 +104,7 @@ static void check_model_gradients(float dropout, float attention_dropout, double
   std::vector<float> grads(model.grads.begin(), model.grads.end());
   auto f = [&] {
     vit_forward(model, acts, images.data(), B, true, key);
-    return double(cross_entropy_forward(acts.probs.data(), acts.logits.data(), targets.data(), B,
+    return double(cross_entropy_forward(acts.probs, acts.logits, targets.data(), B,
                                         c.num_classes));
   };
   std::vector<GradTarget> targets_to_check;

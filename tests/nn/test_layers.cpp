@@ -1,5 +1,6 @@
 // Finite-difference checks of every layer's backward, and the forward definitions they
-// rest on (LayerNorm statistics, exact GELU, dropout's keep rate and scale).
+// rest on (LayerNorm statistics, exact GELU, dropout's keep rate and scale). The attention
+// core has its own file, test_attention.cpp.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -8,7 +9,6 @@
 
 #include "gradcheck.h"
 #include "minivit/kernels/vecmath.h"
-#include "minivit/nn/attention.h"
 #include "minivit/nn/cross_entropy.h"
 #include "minivit/nn/dropout.h"
 #include "minivit/nn/gelu.h"
@@ -41,7 +41,9 @@ TEST_CASE("linear backward matches finite differences", "[layers][linear][grad]"
     return dot(y.data(), g.data(), R * O);
   };
   f();
-  linear_backward(dx.data(), dW.data(), db.data(), g.data(), x.data(), W.data(), R, I, O);
+  const std::vector<float> ones(R, 1.0f);
+  linear_backward(dx.data(), dW.data(), db.data(), g.data(), x.data(), W.data(), R, I, O,
+                  ones.data());
   check_gradients(f, {{"x", x.data(), dx.data(), R * I}, {"W", W.data(), dW.data(), O * I},
                       {"b", b.data(), db.data(), O}});
 }
@@ -51,9 +53,12 @@ TEST_CASE("linear backward adds into existing gradients", "[layers][linear]") {
   auto x = random_vector(R * I, 1.0f, 5), W = random_vector(O * I, 1.0f, 6),
        g = random_vector(R * O, 1.0f, 7);
   std::vector<float> dx1(R * I, 0.0f), dW1(O * I, 0.0f), db1(O, 0.0f);
-  linear_backward(dx1.data(), dW1.data(), db1.data(), g.data(), x.data(), W.data(), R, I, O);
+  const std::vector<float> ones(R, 1.0f);
+  linear_backward(dx1.data(), dW1.data(), db1.data(), g.data(), x.data(), W.data(), R, I, O,
+                  ones.data());
   std::vector<float> dx2(R * I, 1.0f), dW2(O * I, 1.0f), db2(O, 1.0f);
-  linear_backward(dx2.data(), dW2.data(), db2.data(), g.data(), x.data(), W.data(), R, I, O);
+  linear_backward(dx2.data(), dW2.data(), db2.data(), g.data(), x.data(), W.data(), R, I, O,
+                  ones.data());
   for (int i = 0; i < R * I; ++i) CHECK(dx2[i] == Approx(dx1[i] + 1.0f));
   for (int i = 0; i < O * I; ++i) CHECK(dW2[i] == Approx(dW1[i] + 1.0f));
   for (int i = 0; i < O; ++i) CHECK(db2[i] == Approx(db1[i] + 1.0f));
@@ -90,8 +95,9 @@ TEST_CASE("layernorm backward matches finite differences", "[layers][layernorm][
     return dot(y.data(), g.data(), R * D);
   };
   f();
+  std::vector<float> partials(size_t(layernorm_partials_floats(D)));
   layernorm_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), mean.data(),
-                     rstd.data(), R, D);
+                     rstd.data(), R, D, partials.data());
   check_gradients(f, {{"x", x.data(), dx.data(), R * D}, {"weight", w.data(), dw.data(), D},
                       {"bias", b.data(), db.data(), D}}, 1e-3);
 }
@@ -176,77 +182,6 @@ TEST_CASE("dropout masks depend only on the key and the element index", "[layers
   dropout_forward(y.data(), c.data(), x.data(), n, 0.5f, 43);
   CHECK(a == b);
   CHECK(a != c);
-}
-
-// Head sizes 8, 16, 32 and 64 run code compiled for their size, others a run-time size:
-// both are checked.
-static void check_attention(float p, int B = 2, int T = 5, int D = 8, int H = 2) {
-  auto qkv = random_vector(B * T * 3 * D, 1.0f, 40), g = random_vector(B * T * D, 1.0f, 41);
-  std::vector<float> out(B * T * D), att(B * H * T * T), dqkv(B * T * 3 * D, 0.0f);
-  std::vector<uint8_t> mask(B * H * T * T);
-  auto f = [&] {
-    attention_forward(out.data(), att.data(), mask.data(), qkv.data(), B, T, D, H, p, 77);
-    return dot(out.data(), g.data(), B * T * D);
-  };
-  f();
-  for (int r = 0; r < B * H * T; ++r) {  // every attention row is a distribution
-    double s = 0;
-    for (int j = 0; j < T; ++j) s += att[r * T + j];
-    CHECK(s == Approx(1.0).epsilon(1e-5));
-  }
-  // backward adds into dqkv: start from other values and take them off again
-  const auto before = random_vector(B * T * 3 * D, 1.0f, 42);
-  dqkv = before;
-  attention_backward(dqkv.data(), g.data(), qkv.data(), att.data(), mask.data(), B, T, D, H, p);
-  for (size_t i = 0; i < dqkv.size(); ++i) dqkv[i] -= before[i];
-  check_gradients(f, {{"qkv", qkv.data(), dqkv.data(), B * T * 3 * D}}, 1e-3, 2e-2, 2e-3, 240);
-}
-
-TEST_CASE("attention backward matches finite differences", "[layers][attention][grad]") {
-  check_attention(0.0f);
-}
-
-TEST_CASE("attention with dropout on the weights: backward matches finite differences",
-          "[layers][attention][grad]") {
-  check_attention(0.3f);
-}
-
-TEST_CASE("attention with a compiled head size: backward matches finite differences",
-          "[layers][attention][grad]") {
-  check_attention(0.0f, 1, 7, 32, 2);   // Dh 16, tokens not a multiple of the tile
-  check_attention(0.25f, 2, 3, 16, 2);  // Dh 8 with dropout
-}
-
-static void check_attention_forward(int T, int D, int H) {
-  const int B = 1, Dh = D / H;
-  auto qkv = random_vector(T * 3 * D, 1.0f, 50);
-  std::vector<float> out(T * D), att(H * T * T);
-  attention_forward(out.data(), att.data(), nullptr, qkv.data(), B, T, D, H, 0.0f, 0);
-  for (int h = 0; h < H; ++h)
-    for (int i = 0; i < T; ++i) {
-      std::vector<double> s(T);
-      double z = 0;
-      for (int j = 0; j < T; ++j) {
-        s[j] = 0;
-        for (int d = 0; d < Dh; ++d)
-          s[j] += qkv[i * 3 * D + h * Dh + d] * qkv[j * 3 * D + D + h * Dh + d];
-        s[j] = std::exp(s[j] / std::sqrt(double(Dh)));
-        z += s[j];
-      }
-      for (int d = 0; d < Dh; ++d) {
-        double o = 0;
-        for (int j = 0; j < T; ++j) o += s[j] / z * qkv[j * 3 * D + 2 * D + h * Dh + d];
-        CHECK(out[i * D + h * Dh + d] == Approx(o).epsilon(1e-5).margin(1e-6));
-      }
-      for (int j = 0; j < T; ++j)
-        CHECK(att[(h * T + i) * T + j] == Approx(s[j] / z).epsilon(1e-5).margin(1e-7));
-    }
-}
-
-TEST_CASE("attention forward equals softmax(q k^T / sqrt(Dh)) v per head", "[layers][attention]") {
-  check_attention_forward(3, 4, 2);   // run-time head size
-  check_attention_forward(50, 64, 4);  // the default model's 50 tokens, Dh 16
-  check_attention_forward(17, 64, 1);  // Dh 64
 }
 
 TEST_CASE("patchify flattens patches in (channel, row, column) order", "[layers][patch]") {

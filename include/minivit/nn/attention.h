@@ -12,11 +12,18 @@
 
 namespace minivit {
 
+//   scratch             (slots, attention_scratch_floats(T, Dh)) one row per thread: the
+//                       work runs on at most `slots` threads of the pool
 void attention_forward(float* out, float* att, uint8_t* att_mask, const float* qkv, int B,
-                       int T, int D, int H, float dropout_p, uint64_t dropout_key);
+                       int T, int D, int H, float dropout_p, uint64_t dropout_key,
+                       float* scratch, int slots);
 
 // Adds into dqkv (B, T, 3D).
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                        const uint8_t* att_mask, int B, int T, int D, int H, float dropout_p);
+                        const uint8_t* att_mask, int B, int T, int D, int H, float dropout_p,
+                        float* scratch, int slots);
+
+// Floats of scratch one thread works in, for T tokens and heads of width Dh.
+int64_t attention_scratch_floats(int T, int Dh);
 
 }  // namespace minivit

@@ -2,6 +2,8 @@
 // LayerNorm over the last dimension D, eps 1e-6 (timm's ViT).
 //   out = (inp - mean) * rstd * weight + bias
 // Forward caches mean and rstd per row for backward. Backward adds into dinp, dweight, dbias.
+#include <cstdint>
+
 namespace minivit {
 
 constexpr float kLayerNormEps = 1e-6f;
@@ -11,6 +13,10 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean,
-                        const float* rstd, int R, int D);
+                        const float* rstd, int R, int D, float* partials);
+
+// Floats of scratch layernorm_backward needs in `partials`: the per-slice sums of the
+// weight gradients (see layernorm.cpp).
+int64_t layernorm_partials_floats(int D);
 
 }  // namespace minivit

@@ -1,0 +1,102 @@
+#pragma once
+// The run state: every buffer one wave of activations needs (what forward keeps for
+// backward, backward's gradient scratch, and the layers' own scratch), carved from two
+// flat buffers sized once for the largest batch, so a step allocates nothing.
+//
+// One table (activations.cpp) describes each buffer once: its name, the field that points
+// at it, its shape in the dimension letters of tensor.h, and when it is needed (always,
+// for training, with dropout, with attention dropout). Allocation, bytes(), and the memory
+// guard (vit_memory_bytes) all walk that table, so they cannot drift apart.
+#include <cstdint>
+#include <vector>
+
+#include "minivit/core/config.h"
+#include "minivit/core/tensor.h"
+
+namespace minivit {
+
+struct BlockActivations {
+  float* x;          // (B, T, D) the residual stream entering the block
+  float* ln1;        // (B, T, D)
+  float* ln1_mean;   // (B, T)
+  float* ln1_rstd;   // (B, T)
+  float* qkv;        // (B, T, 3D)
+  float* att;        // (B, H, T, T) softmax weights, before dropout
+  uint8_t* att_mask; // (B, H, T, T) when attention_dropout > 0 in training
+  float* att_out;    // (B, T, D) heads concatenated, input of proj
+  uint8_t* proj_mask;  // (B, T, D) when dropout > 0 in training
+  float* resid_mid;  // (B, T, D) residual stream between attention and MLP
+  float* ln2;        // (B, T, D)
+  float* ln2_mean;   // (B, T)
+  float* ln2_rstd;   // (B, T)
+  float* fc1;        // (B, T, M) before GELU
+  float* fc2_in;     // (B, T, M) dropout(GELU(fc1))
+  uint8_t* gelu_mask;  // (B, T, M) when dropout > 0 in training
+  uint8_t* fc2_mask;   // (B, T, D) when dropout > 0 in training
+};
+
+// Where a step's time goes, for the benchmark: seconds spent in the attention core (q k^T,
+// softmax, dropout, P v and their backward). Counted while an Activations points at one.
+struct StepProfile {
+  double attention_seconds = 0.0;
+};
+
+struct Activations {
+  // What the buffers were sized for; vit_forward and vit_backward check their callers
+  // against it.
+  ModelConfig config;
+  int max_batch = 0;
+  bool training = false;  // backward's buffers and the dropout masks exist
+
+  float* patches;     // (B, N, C*P*P)
+  float* patch_proj;  // (B, N, D)
+  std::vector<BlockActivations> blocks;  // (L)
+  float* x_final;     // (B, T, D) the residual stream after the last block
+  float* branch;      // (B, T, D) forward scratch: a branch output before the residual add
+  float* cls;         // (B, D) CLS row of the last residual stream
+  float* cls_norm;    // (B, D) after the final LayerNorm
+  float* cls_mean;    // (B)
+  float* cls_rstd;    // (B)
+  float* logits;      // (B, K)
+  float* probs;       // (B, K) softmax, cached by the loss
+  // Gradient scratch, reused by every block on the way back (training only).
+  float* dlogits;     // (B, K)
+  float* dcls_norm;   // (B, D)
+  float* dcls;        // (B, D)
+  float* dresid;      // (B, T, D) gradient of the residual stream, updated in place
+  float* dbranch;     // (B, T, D) gradient of a branch output before its dropout
+  float* dln;         // (B, T, D) gradient of a LayerNorm output
+  float* datt_out;    // (B, T, D)
+  float* dqkv;        // (B, T, 3D)
+  float* dfc2_in;     // (B, T, M)
+  float* dgelu;       // (B, T, M) gradient of GELU's output before its dropout
+  float* dfc1;        // (B, T, M)
+  float* dpatch_proj; // (B, N, D)
+  // The layers' own scratch.
+  float* ones;                // (B, T) all 1: bias gradients are the product ones^T . dout
+  float* layernorm_partials;  // LayerNorm backward's per-slice weight-gradient sums
+  float* attention_scratch;   // (slots, per-thread size) the attention core's per-thread rows
+  int attention_slots = 0;    // threads the attention core may use at once
+
+  StepProfile* profile = nullptr;  // timings are added here when set
+
+  // Set by vit_forward, read by vit_backward: the batch and mode of the last forward.
+  int forward_batch = 0;
+  bool forward_was_training = false;
+
+  Activations(const ModelConfig& config, int max_batch, bool for_training);
+  Activations(const Activations&) = delete;
+  Activations& operator=(const Activations&) = delete;
+
+  int64_t bytes() const;  // of both flat buffers
+
+ private:
+  Tensor1 floats_;  // every float buffer above
+  Mask1 masks_;     // every uint8_t buffer above
+};
+
+// Bytes of the buffers Activations(config, batch, training) allocates, from the same
+// table, in double so that absurd sizes cannot overflow.
+double activation_bytes(const ModelConfig& config, int batch, bool training);
+
+}  // namespace minivit

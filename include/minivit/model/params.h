@@ -1,0 +1,83 @@
+#pragma once
+// The model's parameters: one flat buffer described by one table. Each row of the table
+// names a tensor as timm's VisionTransformer.state_dict() does, gives its shape, how it is
+// initialised, whether weight decay applies, and which field of ViTParams points at it.
+// Allocation, binding, the parameter count, initialisation, the optimizer and checkpoints
+// all walk this table, so adding a tensor is one row.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "minivit/core/config.h"
+#include "minivit/core/tensor.h"
+
+namespace minivit {
+
+// Pointers to each tensor of one block inside a flat buffer (weights, or gradients: the
+// same layout).
+struct BlockParams {
+  float* norm1_w;  // (D)
+  float* norm1_b;  // (D)
+  float* qkv_w;    // (3D, D)
+  float* qkv_b;    // (3D)
+  float* proj_w;   // (D, D)
+  float* proj_b;   // (D)
+  float* norm2_w;  // (D)
+  float* norm2_b;  // (D)
+  float* fc1_w;    // (M, D)
+  float* fc1_b;    // (M)
+  float* fc2_w;    // (D, M)
+  float* fc2_b;    // (D)
+};
+
+struct ViTParams {
+  float* cls_token;  // (1, 1, D)
+  float* pos_embed;  // (1, T, D)
+  float* patch_w;    // (D, C, P, P)
+  float* patch_b;    // (D)
+  std::vector<BlockParams> blocks;  // (L)
+  float* norm_w;  // (D)
+  float* norm_b;  // (D)
+  float* head_w;  // (K, D)
+  float* head_b;  // (K)
+};
+
+// timm's initialisation, by kind of tensor; `init_scale` in the table is the normal's std or
+// the uniform's bound.
+enum class ParamInit {
+  zeros,         // biases, LayerNorm shifts
+  ones,          // LayerNorm scales
+  trunc_normal,  // linear weights and the position embedding: N(0, 0.02^2) cut at +-2 std
+  normal,        // the CLS token: N(0, 1e-6^2)
+  uniform,       // the patch projection, left at Conv2d's default: U(+-1/sqrt(C*P*P))
+};
+
+struct ParamSpec {
+  std::string name;            // timm state_dict name
+  std::vector<int64_t> shape;  // timm shape
+  int64_t offset = 0;          // into the flat buffer
+  int64_t size = 0;
+  ParamInit init = ParamInit::zeros;
+  double init_scale = 0.0;
+  bool decay = false;  // weight decay applies (matrices only: not biases, norms, cls, pos)
+  // Where the tensor is bound: a field of ViTParams, or of ViTParams::blocks[block].
+  int block = -1;                                  // -1: not in a block
+  float* ViTParams::*model_field = nullptr;        // when block < 0
+  float* BlockParams::*block_field = nullptr;      // when block >= 0
+};
+
+// The table, in the order of timm's state_dict (the order of the flat buffer).
+std::vector<ParamSpec> vit_param_specs(const ModelConfig& config);
+
+// The number of parameters the table lays out, summed in double so that absurd sizes (from
+// a corrupt file, say) cannot overflow.
+double vit_param_count(const ModelConfig& config);
+
+// Points every field of a ViTParams at its tensor inside `base` (num_params floats).
+ViTParams bind_params(float* base, const std::vector<ParamSpec>& specs, int depth);
+
+// Fills `weights` (the flat buffer) by each tensor's ParamInit; the draws of tensor t come
+// from rng_key(seed, kRngInit, t), so a tensor's values do not depend on the others.
+void init_params(float* weights, const std::vector<ParamSpec>& specs, uint64_t seed);
+
+}  // namespace minivit

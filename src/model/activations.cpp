@@ -1,0 +1,203 @@
+#include "minivit/model/activations.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <variant>
+
+#include "minivit/core/error.h"
+#include "minivit/kernels/threads.h"
+#include "minivit/model/vit.h"
+#include "minivit/nn/attention.h"
+#include "minivit/nn/layernorm.h"
+
+namespace minivit {
+namespace {
+
+// The dimension letters of tensor.h, and the few sizes the layers' scratch is counted in.
+enum class Dim : uint8_t {
+  one, B, T, N, D, D3, M, H, K, PL,
+  LayerNormScratch,  // layernorm_partials_floats(D)
+  Slots,             // threads the attention core may use at once
+  SlotFloats,        // attention_scratch_floats(T, Dh): one thread's attention scratch
+};
+
+// When a buffer exists.
+enum class Needs : uint8_t { always, in_training, with_dropout, with_attention_dropout };
+
+template <class Owner>
+struct BufferSpec {
+  const char* name;
+  std::variant<float* Owner::*, uint8_t* Owner::*> field;
+  std::array<Dim, 4> shape;  // unused trailing dimensions are Dim::one
+  Needs needs;
+};
+
+using Blk = BlockActivations;
+using Act = Activations;
+using enum Dim;
+using enum Needs;
+
+// Per block (L of each).
+const BufferSpec<Blk> kBlockBuffers[] = {
+    {"x", &Blk::x, {B, T, D, one}, always},
+    {"ln1", &Blk::ln1, {B, T, D, one}, always},
+    {"ln1_mean", &Blk::ln1_mean, {B, T, one, one}, always},
+    {"ln1_rstd", &Blk::ln1_rstd, {B, T, one, one}, always},
+    {"qkv", &Blk::qkv, {B, T, D3, one}, always},
+    {"att", &Blk::att, {B, H, T, T}, always},
+    {"att_mask", &Blk::att_mask, {B, H, T, T}, with_attention_dropout},
+    {"att_out", &Blk::att_out, {B, T, D, one}, always},
+    {"proj_mask", &Blk::proj_mask, {B, T, D, one}, with_dropout},
+    {"resid_mid", &Blk::resid_mid, {B, T, D, one}, always},
+    {"ln2", &Blk::ln2, {B, T, D, one}, always},
+    {"ln2_mean", &Blk::ln2_mean, {B, T, one, one}, always},
+    {"ln2_rstd", &Blk::ln2_rstd, {B, T, one, one}, always},
+    {"fc1", &Blk::fc1, {B, T, M, one}, always},
+    {"fc2_in", &Blk::fc2_in, {B, T, M, one}, always},
+    {"gelu_mask", &Blk::gelu_mask, {B, T, M, one}, with_dropout},
+    {"fc2_mask", &Blk::fc2_mask, {B, T, D, one}, with_dropout},
+};
+
+// Once per model.
+const BufferSpec<Act> kModelBuffers[] = {
+    {"patches", &Act::patches, {B, N, PL, one}, always},
+    {"patch_proj", &Act::patch_proj, {B, N, D, one}, always},
+    {"x_final", &Act::x_final, {B, T, D, one}, always},
+    {"branch", &Act::branch, {B, T, D, one}, always},
+    {"cls", &Act::cls, {B, D, one, one}, always},
+    {"cls_norm", &Act::cls_norm, {B, D, one, one}, always},
+    {"cls_mean", &Act::cls_mean, {B, one, one, one}, always},
+    {"cls_rstd", &Act::cls_rstd, {B, one, one, one}, always},
+    {"logits", &Act::logits, {B, K, one, one}, always},
+    {"probs", &Act::probs, {B, K, one, one}, always},
+    {"dlogits", &Act::dlogits, {B, K, one, one}, in_training},
+    {"dcls_norm", &Act::dcls_norm, {B, D, one, one}, in_training},
+    {"dcls", &Act::dcls, {B, D, one, one}, in_training},
+    {"dresid", &Act::dresid, {B, T, D, one}, in_training},
+    {"dbranch", &Act::dbranch, {B, T, D, one}, with_dropout},
+    {"dln", &Act::dln, {B, T, D, one}, in_training},
+    {"datt_out", &Act::datt_out, {B, T, D, one}, in_training},
+    {"dqkv", &Act::dqkv, {B, T, D3, one}, in_training},
+    {"dfc2_in", &Act::dfc2_in, {B, T, M, one}, in_training},
+    {"dgelu", &Act::dgelu, {B, T, M, one}, with_dropout},
+    {"dfc1", &Act::dfc1, {B, T, M, one}, in_training},
+    {"dpatch_proj", &Act::dpatch_proj, {B, N, D, one}, in_training},
+    {"ones", &Act::ones, {B, T, one, one}, in_training},
+    {"layernorm_partials", &Act::layernorm_partials, {LayerNormScratch, one, one, one}, in_training},
+    {"attention_scratch", &Act::attention_scratch, {Slots, SlotFloats, one, one}, always},
+};
+
+// Threads the attention core may use: the pool's size, or the core count if larger, so
+// that a pool grown later still finds scratch for every thread it runs.
+int attention_threads() { return std::max(num_threads(), max_work_blocks()); }
+
+double extent(Dim d, const ModelConfig& c, int batch) {
+  switch (d) {
+    case one: return 1;
+    case B: return batch;
+    case T: return c.tokens();
+    case N: return c.patches();
+    case D: return c.dim;
+    case D3: return 3.0 * c.dim;
+    case M: return c.mlp_dim;
+    case H: return c.heads;
+    case K: return c.num_classes;
+    case PL: return c.patch_len();
+    case LayerNormScratch: return double(layernorm_partials_floats(c.dim));
+    case Slots: return attention_threads();
+    case SlotFloats: return double(attention_scratch_floats(c.tokens(), c.head_dim()));
+  }
+  return 0;
+}
+
+bool needed(Needs needs, const ModelConfig& c, bool training) {
+  switch (needs) {
+    case always: return true;
+    case in_training: return training;
+    case with_dropout: return training && c.dropout > 0.0f;
+    case with_attention_dropout: return training && c.attention_dropout > 0.0f;
+  }
+  return false;
+}
+
+template <class Owner>
+double elements(const BufferSpec<Owner>& spec, const ModelConfig& c, int batch) {
+  double n = 1;
+  for (Dim d : spec.shape) n *= extent(d, c, batch);
+  return n;
+}
+
+template <class Owner>
+bool is_mask(const BufferSpec<Owner>& spec) { return spec.field.index() == 1; }
+
+// Each buffer starts on a cache line: its element count is rounded up to whole lines.
+constexpr int64_t kLineBytes = 64;
+template <class Owner>
+double aligned_bytes(const BufferSpec<Owner>& spec, const ModelConfig& c, int batch) {
+  const double bytes = elements(spec, c, batch) * (is_mask(spec) ? 1 : sizeof(float));
+  return std::ceil(bytes / kLineBytes) * kLineBytes;
+}
+
+template <class T>
+T* align_to_line(T* p) {
+  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + kLineBytes - 1) &
+                              ~uintptr_t(kLineBytes - 1));
+}
+
+// Calls visit(spec, owner) for every buffer in the table, blocks first, with `owner` the
+// struct its field lives in (nullptr when `acts` is).
+template <class Visit>
+void for_each_buffer(int depth, Activations* acts, Visit&& visit) {
+  for (int l = 0; l < depth; ++l)
+    for (const auto& spec : kBlockBuffers) visit(spec, acts ? &acts->blocks[size_t(l)] : nullptr);
+  for (const auto& spec : kModelBuffers) visit(spec, acts);
+}
+
+// Both flat buffers carry one line of slack, to start their first buffer on a line.
+constexpr double kSlackBytes = 2 * kLineBytes;
+
+}  // namespace
+
+double activation_bytes(const ModelConfig& c, int batch, bool training) {
+  double total = kSlackBytes;
+  for_each_buffer(c.depth, nullptr, [&](const auto& spec, auto*) {
+    if (needed(spec.needs, c, training)) total += aligned_bytes(spec, c, batch);
+  });
+  return total;
+}
+
+Activations::Activations(const ModelConfig& c, int B, bool for_training)
+    : config(c), max_batch(B), training(for_training) {
+  if (B < 1) throw Error("activations: the batch size must be at least 1, got " + std::to_string(B));
+  check_vit_fits_memory(c, B, for_training);
+  blocks.resize(size_t(c.depth));
+  attention_slots = attention_threads();
+  double float_bytes = kLineBytes, mask_bytes = kLineBytes;
+  for_each_buffer(c.depth, nullptr, [&](const auto& spec, auto*) {
+    if (needed(spec.needs, c, training)) (is_mask(spec) ? mask_bytes : float_bytes) += aligned_bytes(spec, c, B);
+  });
+  floats_ = Tensor1::from_shape({size_t(float_bytes) / sizeof(float)});
+  masks_ = Mask1::from_shape({size_t(mask_bytes)});
+  char* next_float = reinterpret_cast<char*>(align_to_line(floats_.data()));
+  char* next_mask = reinterpret_cast<char*>(align_to_line(masks_.data()));
+  for_each_buffer(c.depth, this, [&](const auto& spec, auto* owner) {
+    const bool exists = needed(spec.needs, c, training);
+    char*& next = is_mask(spec) ? next_mask : next_float;
+    std::visit([&](auto field) {
+      using Pointer = std::remove_reference_t<decltype(owner->*field)>;
+      owner->*field = exists ? reinterpret_cast<Pointer>(next) : nullptr;
+    }, spec.field);
+    if (exists) next += int64_t(aligned_bytes(spec, c, B));
+  });
+  if (training) std::fill_n(ones, int64_t(B) * c.tokens(), 1.0f);
+}
+
+int64_t Activations::bytes() const {
+  return int64_t(floats_.size() * sizeof(float) + masks_.size());
+}
+
+}  // namespace minivit
