@@ -1,0 +1,204 @@
+// The run state: the activation and parameter tables agree with what is allocated, the
+// model's doors refuse callers that break their preconditions, and two different models
+// trained in turns in one process end exactly as they do apart (nothing is shared between
+// them behind their backs).
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "gradcheck.h"
+#include "minivit/core/error.h"
+#include "minivit/model/optimizer.h"
+#include "minivit/model/train_step.h"
+#include "minivit/model/vit.h"
+#include "minivit/nn/cross_entropy.h"
+
+using namespace minivit;
+using namespace minivit_test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+ModelConfig small_model() {
+  ModelConfig c;
+  c.image_size = 8;
+  c.channels = 2;
+  c.patch_size = 4;
+  c.dim = 8;
+  c.depth = 2;
+  c.heads = 2;
+  c.mlp_dim = 16;
+  c.num_classes = 3;
+  return c;
+}
+
+// Another shape in every dimension the layers' scratch depends on: tokens, width, head
+// size, depth; and dropout on, so the masks are in use.
+ModelConfig other_model() {
+  ModelConfig c;
+  c.image_size = 12;
+  c.channels = 1;
+  c.patch_size = 2;
+  c.dim = 32;
+  c.depth = 1;
+  c.heads = 4;
+  c.mlp_dim = 24;
+  c.num_classes = 5;
+  c.dropout = 0.1f;
+  c.attention_dropout = 0.2f;
+  return c;
+}
+
+// One model with its run state and a fixed batch, trained a step at a time.
+struct Run {
+  static constexpr int kBatch = 5;
+  ViT model;
+  Activations acts;
+  Optimizer optimizer;
+  std::vector<float> images, targets;
+  std::vector<int32_t> labels;
+  int64_t step = 0;
+
+  explicit Run(const ModelConfig& c, uint64_t seed)
+      : model(c), acts(c, kBatch, true), optimizer(OptimConfig{}, model.num_params),
+        images(random_vector(kBatch * c.channels * c.image_size * c.image_size, 1.0f, seed)),
+        targets(size_t(kBatch * c.num_classes)), labels(kBatch) {
+    model.init(seed);
+    for (int b = 0; b < kBatch; ++b) labels[size_t(b)] = b % c.num_classes;
+    make_targets(targets.data(), labels.data(), kBatch, c.num_classes, 0.1f);
+  }
+  void train_one_step() {
+    train_step(model, acts, optimizer, images.data(), targets.data(), labels.data(), kBatch, 1e-3f,
+               1.0f, rng_key(7, kRngDropout, uint64_t(step++)));
+  }
+  std::vector<float> weights() const { return {model.weights.begin(), model.weights.end()}; }
+};
+
+}  // namespace
+
+TEST_CASE("two different models trained in turns end as they do apart", "[model][state]") {
+  const int steps = 4;
+  std::vector<float> alone_a, alone_b;
+  {
+    Run a(small_model(), 1);
+    for (int s = 0; s < steps; ++s) a.train_one_step();
+    alone_a = a.weights();
+  }
+  {
+    Run b(other_model(), 2);
+    for (int s = 0; s < steps; ++s) b.train_one_step();
+    alone_b = b.weights();
+  }
+  Run a(small_model(), 1), b(other_model(), 2);
+  for (int s = 0; s < steps; ++s) {
+    a.train_one_step();
+    b.train_one_step();
+  }
+  CHECK(a.weights() == alone_a);
+  CHECK(b.weights() == alone_b);
+}
+
+TEST_CASE("the activations hold exactly what the table describes", "[model][state]") {
+  for (const ModelConfig& c : {small_model(), other_model()})
+    for (bool training : {false, true}) {
+      const int B = 7;
+      Activations acts(c, B, training);
+      INFO("dim " << c.dim << (training ? " training" : " evaluation"));
+      CHECK(double(acts.bytes()) == activation_bytes(c, B, training));
+      CHECK(activation_bytes(c, 2 * B, training) > activation_bytes(c, B, training));
+      CHECK(vit_memory_bytes(c, B, training) ==
+            4.0 * vit_param_count(c) * (training ? 4 : 2) + activation_bytes(c, B, training));
+      // Training-only buffers exist only for training; masks only with their dropout.
+      CHECK((acts.dlogits != nullptr) == training);
+      CHECK((acts.blocks[0].att_mask != nullptr) == (training && c.attention_dropout > 0));
+      CHECK((acts.blocks[0].proj_mask != nullptr) == (training && c.dropout > 0));
+      CHECK(acts.blocks.size() == size_t(c.depth));
+      if (training)
+        for (int i = 0; i < B * c.tokens(); ++i) REQUIRE(acts.ones[i] == 1.0f);
+    }
+}
+
+TEST_CASE("the parameter table is the model's layout and initialisation", "[model][state]") {
+  const ModelConfig c = small_model();
+  ViT model(c);
+  model.init(5);
+  CHECK(vit_param_count(c) == double(model.num_params));
+  int64_t next = 0;
+  for (const ParamSpec& s : model.specs) {
+    INFO(s.name);
+    CHECK(s.offset == next);  // contiguous, in table order
+    next += s.size;
+    const float* w = model.weights.data() + s.offset;
+    // Every field of ViTParams points at its own row of the table.
+    const float* bound = s.block >= 0 ? model.w.blocks[size_t(s.block)].*s.block_field
+                                      : model.w.*s.model_field;
+    CHECK(bound == w);
+    switch (s.init) {
+      case ParamInit::zeros: CHECK(*std::max_element(w, w + s.size) == 0.0f); break;
+      case ParamInit::ones: CHECK(*std::min_element(w, w + s.size) == 1.0f); break;
+      case ParamInit::trunc_normal:
+        for (int64_t i = 0; i < s.size; ++i) REQUIRE(std::abs(w[i]) <= 2 * s.init_scale);
+        break;
+      case ParamInit::normal:
+      case ParamInit::uniform:
+        for (int64_t i = 0; i < s.size; ++i) REQUIRE(std::abs(w[i]) <= 6 * s.init_scale);
+        break;
+    }
+  }
+  CHECK(next == model.num_params);
+}
+
+TEST_CASE("vit_forward and vit_backward refuse callers that break their preconditions",
+          "[model][state][errors]") {
+  const ModelConfig c = small_model();
+  ViT model(c);
+  model.init(1);
+  const int B = 4;
+  const auto images = random_vector(2 * B * c.channels * c.image_size * c.image_size, 1.0f, 3);
+  Activations train_acts(c, B, true), eval_acts(c, B, false);
+
+  CHECK_THROWS_WITH(vit_forward(model, train_acts, images.data(), B + 1, true, 0),
+                    Contains("batch 5 is outside 1..4"));
+  CHECK_THROWS_WITH(vit_forward(model, train_acts, images.data(), 0, true, 0),
+                    Contains("batch 0 is outside 1..4"));
+  CHECK_THROWS_WITH(vit_forward(model, eval_acts, images.data(), B, true, 0),
+                    Contains("needs activations built for training"));
+  CHECK_THROWS_WITH(vit_forward(model, train_acts, nullptr, B, false, 0), Contains("no images"));
+  ModelConfig wider = c;
+  wider.dim = 16;
+  Activations wrong_shape(wider, B, true);
+  CHECK_THROWS_WITH(vit_forward(model, wrong_shape, images.data(), B, false, 0),
+                    Contains("built for another model"));
+  ModelConfig with_dropout = c;
+  with_dropout.dropout = 0.1f;
+  ViT dropout_model(with_dropout);
+  CHECK_THROWS_WITH(vit_forward(dropout_model, train_acts, images.data(), B, true, 0),
+                    Contains("built for another model"));
+
+  CHECK_THROWS_WITH(vit_backward(model, train_acts, B), Contains("the last forward was none"));
+  CHECK_THROWS_WITH(vit_backward(model, eval_acts, B), Contains("built for evaluation"));
+  vit_forward(model, train_acts, images.data(), B, false, 0);
+  CHECK_THROWS_WITH(vit_backward(model, train_acts, B),
+                    Contains("the last forward was an evaluation one of batch 4"));
+  vit_forward(model, train_acts, images.data(), 2, true, 0);
+  CHECK_THROWS_WITH(vit_backward(model, train_acts, B),
+                    Contains("the last forward was a training one of batch 2"));
+  vit_forward(model, train_acts, images.data(), B, true, 0);
+  CHECK_NOTHROW(vit_backward(model, train_acts, B));
+}
+
+TEST_CASE("a model and its run state refuse impossible shapes", "[model][state][errors]") {
+  ModelConfig c = small_model();
+  c.heads = 3;
+  CHECK_THROWS_WITH(ViT(c), Contains("dim 8 is not divisible by heads 3"));
+  c = small_model();
+  c.patch_size = 3;
+  CHECK_THROWS_WITH(ViT(c), Contains("image_size 8 is not divisible by patch_size 3"));
+  c = small_model();
+  c.depth = 0;
+  CHECK_THROWS_AS(ViT(c), Error);
+  CHECK_THROWS_WITH(Activations(small_model(), 0, true), Contains("at least 1"));
+  ViT model(small_model());
+  Optimizer wrong(OptimConfig{}, model.num_params + 1);
+  CHECK_THROWS_WITH(wrong.step(model, 1e-3f), Contains("optimizer"));
+}
