@@ -10,7 +10,7 @@
 # A crash, sanitizer report, other exception type, hang (10 s per input), or allocation
 # over 2048 MB is copied into fuzz/regressions/<target>/; the script then exits 1 naming
 # the copies. Replay one with build-fuzz/fuzz_<target> FILE; the test suite replays them all
-# ([fuzz] in tests/test_fuzz_regressions.cpp).
+# ([fuzz] in tests/formats/test_fuzz_regressions.cpp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
