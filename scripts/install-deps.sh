@@ -7,7 +7,7 @@
 # Safe to run again: it only calls apt-get when something is missing. Uses sudo when not root.
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config
+packages=(build-essential cmake
           libxtensor-dev libxtensor-blas-dev libopenblas-dev libstb-dev libcli11-dev catch2
           zlib1g-dev libtomlplusplus-dev nlohmann-json3-dev
           dataset-fashion-mnist)
