@@ -19,7 +19,16 @@ namespace {
 
 // The dimension letters of tensor.h, and the few sizes the layers' scratch is counted in.
 enum class Dim : uint8_t {
-  one, B, T, N, D, D3, M, H, K, PL,
+  one,
+  B,
+  T,
+  N,
+  D,
+  D3,
+  M,
+  H,
+  K,
+  PL,
   LayerNormScratch,  // layernorm_partials_floats(D)
   Slots,             // threads the attention core may use at once
   SlotFloats,        // attention_scratch_floats(T, Dh): one thread's attention scratch
@@ -31,7 +40,7 @@ enum class Needs : uint8_t { always, in_training, with_dropout, with_attention_d
 template <class Owner>
 struct BufferSpec {
   const char* name;
-  std::variant<float* Owner::*, uint8_t* Owner::*> field;
+  std::variant<float * Owner::*, uint8_t * Owner::*> field;
   std::array<Dim, 4> shape;  // unused trailing dimensions are Dim::one
   Needs needs;
 };
@@ -87,7 +96,10 @@ const BufferSpec<Act> kModelBuffers[] = {
     {"dfc1", &Act::dfc1, {B, T, M, one}, in_training},
     {"dpatch_proj", &Act::dpatch_proj, {B, N, D, one}, in_training},
     {"ones", &Act::ones, {B, T, one, one}, in_training},
-    {"layernorm_partials", &Act::layernorm_partials, {LayerNormScratch, one, one, one}, in_training},
+    {"layernorm_partials",
+     &Act::layernorm_partials,
+     {LayerNormScratch, one, one, one},
+     in_training},
     {"attention_scratch", &Act::attention_scratch, {Slots, SlotFloats, one, one}, always},
 };
 
@@ -97,29 +109,46 @@ int attention_threads() { return std::max(num_threads(), max_work_blocks()); }
 
 double extent(Dim d, const ModelConfig& c, int batch) {
   switch (d) {
-    case one: return 1;
-    case B: return batch;
-    case T: return c.tokens();
-    case N: return c.patches();
-    case D: return c.dim;
-    case D3: return 3.0 * c.dim;
-    case M: return c.mlp_dim;
-    case H: return c.heads;
-    case K: return c.num_classes;
-    case PL: return c.patch_len();
-    case LayerNormScratch: return double(layernorm_partials_floats(c.dim));
-    case Slots: return attention_threads();
-    case SlotFloats: return double(attention_scratch_floats(c.tokens(), c.head_dim()));
+    case one:
+      return 1;
+    case B:
+      return batch;
+    case T:
+      return c.tokens();
+    case N:
+      return c.patches();
+    case D:
+      return c.dim;
+    case D3:
+      return 3.0 * c.dim;
+    case M:
+      return c.mlp_dim;
+    case H:
+      return c.heads;
+    case K:
+      return c.num_classes;
+    case PL:
+      return c.patch_len();
+    case LayerNormScratch:
+      return double(layernorm_partials_floats(c.dim));
+    case Slots:
+      return attention_threads();
+    case SlotFloats:
+      return double(attention_scratch_floats(c.tokens(), c.head_dim()));
   }
   return 0;
 }
 
 bool needed(Needs needs, const ModelConfig& c, bool training) {
   switch (needs) {
-    case always: return true;
-    case in_training: return training;
-    case with_dropout: return training && c.dropout > 0.0f;
-    case with_attention_dropout: return training && c.attention_dropout > 0.0f;
+    case always:
+      return true;
+    case in_training:
+      return training;
+    case with_dropout:
+      return training && c.dropout > 0.0f;
+    case with_attention_dropout:
+      return training && c.attention_dropout > 0.0f;
   }
   return false;
 }
@@ -132,7 +161,9 @@ double elements(const BufferSpec<Owner>& spec, const ModelConfig& c, int batch) 
 }
 
 template <class Owner>
-bool is_mask(const BufferSpec<Owner>& spec) { return spec.field.index() == 1; }
+bool is_mask(const BufferSpec<Owner>& spec) {
+  return spec.field.index() == 1;
+}
 
 // Each buffer starts on a cache line: its element count is rounded up to whole lines.
 constexpr int64_t kLineBytes = 64;
@@ -162,23 +193,34 @@ constexpr double kSlackBytes = 2 * kLineBytes;
 
 }  // namespace
 
+std::vector<ActivationBuffer> activation_buffers(const ModelConfig& c, int batch, bool training) {
+  std::vector<ActivationBuffer> list;
+  for_each_buffer(c.depth, nullptr, [&](const auto& spec, auto*) {
+    if (!needed(spec.needs, c, training)) return;
+    for (ActivationBuffer& seen : list)
+      if (seen.name == spec.name) return void(seen.bytes += aligned_bytes(spec, c, batch));
+    list.push_back({spec.name, aligned_bytes(spec, c, batch)});
+  });
+  return list;
+}
+
 double activation_bytes(const ModelConfig& c, int batch, bool training) {
   double total = kSlackBytes;
-  for_each_buffer(c.depth, nullptr, [&](const auto& spec, auto*) {
-    if (needed(spec.needs, c, training)) total += aligned_bytes(spec, c, batch);
-  });
+  for (const ActivationBuffer& buffer : activation_buffers(c, batch, training)) total += buffer.bytes;
   return total;
 }
 
 Activations::Activations(const ModelConfig& c, int B, bool for_training)
     : config(c), max_batch(B), training(for_training) {
-  if (B < 1) throw Error("activations: the batch size must be at least 1, got " + std::to_string(B));
+  if (B < 1)
+    throw Error("activations: the batch size must be at least 1, got " + std::to_string(B));
   check_vit_fits_memory(c, B, for_training);
   blocks.resize(size_t(c.depth));
   attention_slots = attention_threads();
   double float_bytes = kLineBytes, mask_bytes = kLineBytes;
   for_each_buffer(c.depth, nullptr, [&](const auto& spec, auto*) {
-    if (needed(spec.needs, c, training)) (is_mask(spec) ? mask_bytes : float_bytes) += aligned_bytes(spec, c, B);
+    if (needed(spec.needs, c, training))
+      (is_mask(spec) ? mask_bytes : float_bytes) += aligned_bytes(spec, c, B);
   });
   floats_ = Tensor1::from_shape({size_t(float_bytes) / sizeof(float)});
   masks_ = Mask1::from_shape({size_t(mask_bytes)});
@@ -187,10 +229,12 @@ Activations::Activations(const ModelConfig& c, int B, bool for_training)
   for_each_buffer(c.depth, this, [&](const auto& spec, auto* owner) {
     const bool exists = needed(spec.needs, c, training);
     char*& next = is_mask(spec) ? next_mask : next_float;
-    std::visit([&](auto field) {
-      using Pointer = std::remove_reference_t<decltype(owner->*field)>;
-      owner->*field = exists ? reinterpret_cast<Pointer>(next) : nullptr;
-    }, spec.field);
+    std::visit(
+        [&](auto field) {
+          using Pointer = std::remove_reference_t<decltype(owner->*field)>;
+          owner->*field = exists ? reinterpret_cast<Pointer>(next) : nullptr;
+        },
+        spec.field);
     if (exists) next += int64_t(aligned_bytes(spec, c, B));
   });
   if (training) std::fill_n(ones, int64_t(B) * c.tokens(), 1.0f);

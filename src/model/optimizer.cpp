@@ -43,8 +43,8 @@ Optimizer::Optimizer(const OptimConfig& c, int64_t num_params) : config(c) {
 
 void Optimizer::step(ViT& model, float lr) {
   if (int64_t(m.size()) != model.num_params)
-    throw Error("optimizer: its moments hold " + std::to_string(m.size()) + " numbers, but the model has " +
-                std::to_string(model.num_params) + " parameters");
+    throw Error("optimizer: its moments hold " + std::to_string(m.size()) +
+                " numbers, but the model has " + std::to_string(model.num_params) + " parameters");
   ++steps_taken;
   float* w = model.weights.data();
   const float* g = model.grads.data();

@@ -34,8 +34,8 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
     s.model_field = field;
     specs.push_back(std::move(s));
   };
-  auto add_block = [&](int l, const char* name, std::vector<int64_t> shape, Init init,
-                       bool decay, float* BlockParams::*field) {
+  auto add_block = [&](int l, const char* name, std::vector<int64_t> shape, Init init, bool decay,
+                       float* BlockParams::*field) {
     add("blocks." + std::to_string(l) + "." + name, std::move(shape), init, decay, nullptr);
     specs.back().block = l;
     specs.back().block_field = field;
@@ -111,9 +111,15 @@ void init_params(float* weights, const std::vector<ParamSpec>& specs, uint64_t s
     float* p = weights + s.offset;
     const uint64_t key = rng_key(seed, kRngInit, t);
     switch (s.init) {
-      case ParamInit::zeros: std::fill(p, p + s.size, 0.0f); break;
-      case ParamInit::ones: std::fill(p, p + s.size, 1.0f); break;
-      case ParamInit::trunc_normal: trunc_normal(p, s.size, s.init_scale, key); break;
+      case ParamInit::zeros:
+        std::fill(p, p + s.size, 0.0f);
+        break;
+      case ParamInit::ones:
+        std::fill(p, p + s.size, 1.0f);
+        break;
+      case ParamInit::trunc_normal:
+        trunc_normal(p, s.size, s.init_scale, key);
+        break;
       case ParamInit::normal:
         for (int64_t i = 0; i < s.size; ++i) p[i] = float(s.init_scale * rng_normal(key, i));
         break;

@@ -21,15 +21,19 @@ namespace minivit {
 // The shapes every layer relies on. The config reader checks them with file and line; a
 // ModelConfig built in code meets them here.
 static void check_model_shapes(const ModelConfig& c) {
-  const int sizes[] = {c.image_size, c.channels, c.patch_size, c.dim, c.depth, c.heads, c.mlp_dim, c.num_classes};
+  const int sizes[] = {c.image_size, c.channels, c.patch_size, c.dim,
+                       c.depth,      c.heads,    c.mlp_dim,    c.num_classes};
   for (int size : sizes)
     if (size < 1)
-      throw Error("model: image_size, channels, patch_size, dim, depth, heads, mlp_dim and num_classes must all be at least 1");
+      throw Error(
+          "model: image_size, channels, patch_size, dim, depth, heads, mlp_dim and num_classes "
+          "must all be at least 1");
   if (c.dim % c.heads != 0)
-    throw Error("model: dim " + std::to_string(c.dim) + " is not divisible by heads " + std::to_string(c.heads));
+    throw Error("model: dim " + std::to_string(c.dim) + " is not divisible by heads " +
+                std::to_string(c.heads));
   if (c.image_size % c.patch_size != 0)
-    throw Error("model: image_size " + std::to_string(c.image_size) + " is not divisible by patch_size " +
-                std::to_string(c.patch_size));
+    throw Error("model: image_size " + std::to_string(c.image_size) +
+                " is not divisible by patch_size " + std::to_string(c.patch_size));
 }
 
 double vit_memory_bytes(const ModelConfig& c, int batch, bool training) {
@@ -50,7 +54,8 @@ void check_vit_fits_memory(const ModelConfig& c, int batch, bool training) {
 }
 
 ViT::ViT(const ModelConfig& c)
-    : config(c), specs((check_model_shapes(c), check_vit_fits_memory(c, 0, false), vit_param_specs(c))) {
+    : config(c),
+      specs((check_model_shapes(c), check_vit_fits_memory(c, 0, false), vit_param_specs(c))) {
   num_params = specs.back().offset + specs.back().size;
   weights = Tensor1::from_shape({size_t(num_params)});
   grads = Tensor1::from_shape({size_t(num_params)});
@@ -80,6 +85,16 @@ static void zero(float* p, int64_t n) {
     const int64_t begin = i * kChunk, count = std::min(kChunk, n - begin);
     std::memset(p + begin, 0, size_t(count) * sizeof(float));
   }
+}
+
+// The gradient at a dropout's input from the one at its output: `dout` itself when p == 0
+// (dropout is then the identity), else `scratch`, filled with dout * mask / (1 - p).
+static const float* through_dropout(float* scratch, const float* dout, const uint8_t* mask,
+                                    int64_t n, float p) {
+  if (p == 0.0f) return dout;
+  zero(scratch, n);
+  dropout_backward(scratch, dout, mask, n, p);
+  return scratch;
 }
 
 // out = x + branch (+ bias on every row, when the branch's linear layer left it out):
@@ -117,16 +132,17 @@ struct AttentionTimer {
 static bool built_for(const ModelConfig& built, const ModelConfig& c) {
   return built.image_size == c.image_size && built.channels == c.channels &&
          built.patch_size == c.patch_size && built.dim == c.dim && built.depth == c.depth &&
-         built.heads == c.heads && built.mlp_dim == c.mlp_dim && built.num_classes == c.num_classes &&
-         (built.dropout > 0.0f) == (c.dropout > 0.0f) &&
+         built.heads == c.heads && built.mlp_dim == c.mlp_dim &&
+         built.num_classes == c.num_classes && (built.dropout > 0.0f) == (c.dropout > 0.0f) &&
          (built.attention_dropout > 0.0f) == (c.attention_dropout > 0.0f);
 }
 
 static void check_forward(const ViT& model, const Activations& acts, const float* images, int B,
                           bool training) {
   if (!built_for(acts.config, model.config))
-    throw Error("vit_forward: the activations were built for another model (dim, depth, heads, "
-                "mlp_dim, tokens, classes or dropout differ)");
+    throw Error(
+        "vit_forward: the activations were built for another model (dim, depth, heads, "
+        "mlp_dim, tokens, classes or dropout differ)");
   if (B < 1 || B > acts.max_batch)
     throw Error("vit_forward: batch " + std::to_string(B) + " is outside 1.." +
                 std::to_string(acts.max_batch) + ", the batch the activations were built for");
@@ -143,9 +159,10 @@ static void check_backward(const ViT& model, const Activations& acts, int B) {
   if (!acts.forward_was_training || acts.forward_batch != B)
     throw Error("vit_backward: needs a training vit_forward of batch " + std::to_string(B) +
                 " first (the last forward was " +
-                (acts.forward_batch == 0 ? std::string("none")
-                                         : std::string(acts.forward_was_training ? "a training" : "an evaluation") +
-                                               " one of batch " + std::to_string(acts.forward_batch)) +
+                (acts.forward_batch == 0
+                     ? std::string("none")
+                     : std::string(acts.forward_was_training ? "a training" : "an evaluation") +
+                           " one of batch " + std::to_string(acts.forward_batch)) +
                 ")");
 }
 
@@ -184,8 +201,8 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
     linear_forward(a.qkv, a.ln1, bw.qkv_w, bw.qkv_b, BT, D, 3 * D);
     {
       AttentionTimer timer(acts.profile);
-      attention_forward(a.att_out, a.att, a.att_mask, a.qkv, B, T, D,
-                        H, p_att, key(kSiteAttention), acts.attention_scratch, acts.attention_slots);
+      attention_forward(a.att_out, a.att, a.att_mask, a.qkv, B, T, D, H, p_att, key(kSiteAttention),
+                        acts.attention_scratch, acts.attention_slots);
     }
     // Without dropout the projection's bias is added in the residual pass instead.
     const bool fuse_bias = p == 0.0f;
@@ -247,22 +264,12 @@ void vit_backward(ViT& model, Activations& acts, int B) {
     BlockActivations& a = acts.blocks[size_t(l)];
 
     // x_next = x_mid + drop(fc2(fc2_in)): dx is d x_next here, and becomes d x_mid below.
-    const float* dfc2_out = dx;
-    if (p > 0.0f) {
-      zero(acts.dbranch, BTD);
-      dropout_backward(acts.dbranch, dx, a.fc2_mask, BTD, p);
-      dfc2_out = acts.dbranch;
-    }
+    const float* dfc2_out = through_dropout(acts.dbranch, dx, a.fc2_mask, BTD, p);
     zero(acts.dfc2_in, BTM);
     linear_backward(acts.dfc2_in, bg.fc2_w, bg.fc2_b, dfc2_out, a.fc2_in,
                     bw.fc2_w, BT, M, D, acts.ones);
     // fc2_in = drop(GELU(fc1))
-    const float* dgelu = acts.dfc2_in;
-    if (p > 0.0f) {
-      zero(acts.dgelu, BTM);
-      dropout_backward(acts.dgelu, acts.dfc2_in, a.gelu_mask, BTM, p);
-      dgelu = acts.dgelu;
-    }
+    const float* dgelu = through_dropout(acts.dgelu, acts.dfc2_in, a.gelu_mask, BTM, p);
     zero(acts.dfc1, BTM);
     gelu_backward(acts.dfc1, a.fc1, dgelu, BTM);
     // fc1 = linear(LN2(x_mid)); the residual path already carries dx into x_mid.
@@ -273,26 +280,21 @@ void vit_backward(ViT& model, Activations& acts, int B) {
                        bw.norm2_w, a.ln2_mean, a.ln2_rstd, BT, D, acts.layernorm_partials);
 
     // x_mid = x + drop(proj(att_out)): dx becomes d x.
-    const float* dproj_out = dx;
-    if (p > 0.0f) {
-      zero(acts.dbranch, BTD);
-      dropout_backward(acts.dbranch, dx, a.proj_mask, BTD, p);
-      dproj_out = acts.dbranch;
-    }
+    const float* dproj_out = through_dropout(acts.dbranch, dx, a.proj_mask, BTD, p);
     zero(acts.datt_out, BTD);
     linear_backward(acts.datt_out, bg.proj_w, bg.proj_b, dproj_out, a.att_out,
                     bw.proj_w, BT, D, D, acts.ones);
     zero(acts.dqkv, 3 * BTD);
     {
       AttentionTimer timer(acts.profile);
-      attention_backward(acts.dqkv, acts.datt_out, a.qkv, a.att,
-                         a.att_mask, B, T, D, H, p_att, acts.attention_scratch, acts.attention_slots);
+      attention_backward(acts.dqkv, acts.datt_out, a.qkv, a.att, a.att_mask, B, T, D, H, p_att,
+                         acts.attention_scratch, acts.attention_slots);
     }
     zero(acts.dln, BTD);
-    linear_backward(acts.dln, bg.qkv_w, bg.qkv_b, acts.dqkv, a.ln1,
-                    bw.qkv_w, BT, D, 3 * D, acts.ones);
-    layernorm_backward(dx, bg.norm1_w, bg.norm1_b, acts.dln, a.x,
-                       bw.norm1_w, a.ln1_mean, a.ln1_rstd, BT, D, acts.layernorm_partials);
+    linear_backward(acts.dln, bg.qkv_w, bg.qkv_b, acts.dqkv, a.ln1, bw.qkv_w, BT, D, 3 * D,
+                    acts.ones);
+    layernorm_backward(dx, bg.norm1_w, bg.norm1_b, acts.dln, a.x, bw.norm1_w, a.ln1_mean,
+                       a.ln1_rstd, BT, D, acts.layernorm_partials);
   }
 
   // tokens = [cls; patch_proj] + pos;  patch_proj = linear(patches)

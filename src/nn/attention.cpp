@@ -43,7 +43,9 @@ struct HeadScratch {
 };
 
 constexpr int64_t kLineFloats = 16;
-int64_t whole_lines(int64_t floats) { return (floats + kLineFloats - 1) / kLineFloats * kLineFloats; }
+int64_t whole_lines(int64_t floats) {
+  return (floats + kLineFloats - 1) / kLineFloats * kLineFloats;
+}
 
 // Lays out one thread's views over `row` in the order of HeadScratch, returning the floats
 // they take; with views == nullptr it only counts.

@@ -4,6 +4,8 @@
 // them behind their backs).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "gradcheck.h"
@@ -60,9 +62,12 @@ struct Run {
   int64_t step = 0;
 
   explicit Run(const ModelConfig& c, uint64_t seed)
-      : model(c), acts(c, kBatch, true), optimizer(OptimConfig{}, model.num_params),
+      : model(c),
+        acts(c, kBatch, true),
+        optimizer(OptimConfig{}, model.num_params),
         images(random_vector(kBatch * c.channels * c.image_size * c.image_size, 1.0f, seed)),
-        targets(size_t(kBatch * c.num_classes)), labels(kBatch) {
+        targets(size_t(kBatch * c.num_classes)),
+        labels(kBatch) {
     model.init(seed);
     for (int b = 0; b < kBatch; ++b) labels[size_t(b)] = b % c.num_classes;
     make_targets(targets.data(), labels.data(), kBatch, c.num_classes, 0.1f);
@@ -106,6 +111,17 @@ TEST_CASE("the activations hold exactly what the table describes", "[model][stat
       INFO("dim " << c.dim << (training ? " training" : " evaluation"));
       CHECK(double(acts.bytes()) == activation_bytes(c, B, training));
       CHECK(activation_bytes(c, 2 * B, training) > activation_bytes(c, B, training));
+      // The attention weights of every block: B*H*T*T floats each, on whole cache lines.
+      const auto buffers = activation_buffers(c, B, training);
+      const auto att = std::find_if(buffers.begin(), buffers.end(),
+                                    [](const ActivationBuffer& b) { return b.name == "att"; });
+      REQUIRE(att != buffers.end());
+      const double att_bytes = 4.0 * B * c.heads * c.tokens() * c.tokens();
+      CHECK(att->bytes == c.depth * std::ceil(att_bytes / 64) * 64);
+      const bool has_dlogits =
+          std::any_of(buffers.begin(), buffers.end(),
+                      [](const ActivationBuffer& b) { return b.name == "dlogits"; });
+      CHECK(has_dlogits == training);
       CHECK(vit_memory_bytes(c, B, training) ==
             4.0 * vit_param_count(c) * (training ? 4 : 2) + activation_bytes(c, B, training));
       // Training-only buffers exist only for training; masks only with their dropout.
@@ -130,12 +146,16 @@ TEST_CASE("the parameter table is the model's layout and initialisation", "[mode
     next += s.size;
     const float* w = model.weights.data() + s.offset;
     // Every field of ViTParams points at its own row of the table.
-    const float* bound = s.block >= 0 ? model.w.blocks[size_t(s.block)].*s.block_field
-                                      : model.w.*s.model_field;
+    const float* bound =
+        s.block >= 0 ? model.w.blocks[size_t(s.block)].*s.block_field : model.w.*s.model_field;
     CHECK(bound == w);
     switch (s.init) {
-      case ParamInit::zeros: CHECK(*std::max_element(w, w + s.size) == 0.0f); break;
-      case ParamInit::ones: CHECK(*std::min_element(w, w + s.size) == 1.0f); break;
+      case ParamInit::zeros:
+        CHECK(*std::max_element(w, w + s.size) == 0.0f);
+        break;
+      case ParamInit::ones:
+        CHECK(*std::min_element(w, w + s.size) == 1.0f);
+        break;
       case ParamInit::trunc_normal:
         for (int64_t i = 0; i < s.size; ++i) REQUIRE(std::abs(w[i]) <= 2 * s.init_scale);
         break;

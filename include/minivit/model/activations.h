@@ -8,6 +8,7 @@
 // for training, with dropout, with attention dropout). Allocation, bytes(), and the memory
 // guard (vit_memory_bytes) all walk that table, so they cannot drift apart.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "minivit/core/config.h"
@@ -95,8 +96,17 @@ struct Activations {
   Mask1 masks_;     // every uint8_t buffer above
 };
 
-// Bytes of the buffers Activations(config, batch, training) allocates, from the same
-// table, in double so that absurd sizes cannot overflow.
+// The buffers Activations(config, batch, training) allocates, by name in table order, a
+// block buffer's bytes summed over the blocks; in double so that absurd sizes cannot
+// overflow. For the memory guard and for people asking where the memory goes.
+struct ActivationBuffer {
+  std::string name;
+  double bytes = 0;
+};
+std::vector<ActivationBuffer> activation_buffers(const ModelConfig& config, int batch,
+                                                 bool training);
+
+// Their total, with the alignment slack: exactly Activations::bytes().
 double activation_bytes(const ModelConfig& config, int batch, bool training);
 
 }  // namespace minivit
