@@ -13,6 +13,7 @@
 #include "minivit/formats/npy.h"
 #include "minivit/inspect/attention_maps.h"
 #include "minivit/kernels/threads.h"
+#include "minivit/train/splits.h"
 
 namespace minivit {
 
@@ -34,20 +35,16 @@ static SourceImage image_from_file(const std::string& path, const Config& config
 
 // Image N of a split of the data the checkpoint was trained on, picked the way eval picks
 // its images, so "--split val --index 3" is the fourth validation image of that run.
-static SourceImage image_from_dataset(const Checkpoint& ckpt, const std::string& split, int64_t n) {
+static SourceImage image_from_dataset(const Checkpoint& ckpt, Split split, int64_t n) {
   const Config& config = ckpt.config;
+  const std::string name = split_name(split);
   DataSplits data = load_data(config.data, config.model);
-  const Dataset& set = split == "test" ? data.test : data.train;
-  check_data_fits_model(set, config.model, config.data.path + " (" + split + " split)");
-  std::vector<int64_t> indices;
-  if (split == "test") {
-    for (int64_t i = 0; i < set.size(); ++i) indices.push_back(i);
-  } else {
-    TrainValSplit parts = split_train_val(set.size(), config.data.val_fraction, config.train.seed);
-    indices = split == "val" ? parts.val : parts.train;
-  }
+  const SplitImages images = images_of_split(data, split, config);
+  const Dataset& set = images.dataset;
+  const std::vector<int64_t>& indices = images.indices;
+  check_data_fits_model(set, config.model, config.data.path + " (" + name + " split)");
   if (n >= int64_t(indices.size()))
-    throw Error("--index " + std::to_string(n) + ": the " + split + " split of " + config.data.path +
+    throw Error("--index " + std::to_string(n) + ": the " + name + " split of " + config.data.path +
                 " has " + std::to_string(indices.size()) + " images" +
                 (indices.empty() ? "" : " (index 0 to " + std::to_string(indices.size() - 1) + ")"));
   const int64_t i = indices[size_t(n)];
@@ -57,7 +54,7 @@ static SourceImage image_from_dataset(const Checkpoint& ckpt, const std::string&
   std::copy_n(set.images.data() + size_t(i) * len, len, out.pixels.data());
   const int label = set.labels[size_t(i)];
   out.label = size_t(label) < ckpt.class_names.size() ? ckpt.class_names[size_t(label)] : std::to_string(label);
-  out.source = {{"dataset", config.data.path}, {"split", split}, {"index", n},
+  out.source = {{"dataset", config.data.path}, {"split", name}, {"index", n},
                 {"dataset_index", i}, {"label", out.label}, {"label_index", label}};
   return out;
 }
@@ -68,9 +65,7 @@ int run_attention(const AttentionOptions& opt) {
   if (!by_file && !by_index) throw Error("no input image: give --image FILE or --index N");
   if (by_file && !opt.split.empty())
     throw Error("--split " + opt.split + ": --split chooses the split for --index, not for --image");
-  const std::string split = opt.split.empty() ? "test" : opt.split;
-  if (split != "test" && split != "val" && split != "train")
-    throw Error("--split: '" + split + "' is not one of test, val, train");
+  const Split split = parse_split(opt.split.empty() ? "test" : opt.split, "--split");
   const Fusion fusion = parse_fusion(opt.fusion, "--fusion");
   if (!(opt.discard >= 0.0 && opt.discard <= 1.0))
     throw Error("--discard " + strprintf("%g", opt.discard) + ": expected a fraction from 0 to 1");
@@ -121,7 +116,7 @@ int run_attention(const AttentionOptions& opt) {
   write_file_atomic(dir + "summary.json", summary.dump(2) + "\n");
   write_file_atomic(dir + "index.html", render_index_html(summary));
 
-  std::printf("%s: %s\n", by_file ? opt.image.c_str() : strprintf("%s split, image %lld", split.c_str(), (long long)opt.index).c_str(),
+  std::printf("%s: %s\n", by_file ? opt.image.c_str() : strprintf("%s split, image %lld", split_name(split), (long long)opt.index).c_str(),
               headline.c_str());
   std::printf("attention.npy [%d, %d, %d, %d], rollout.npy [%d, %d], pictures and summary.json in %s\n"
               "open %sindex.html to see them\n",

@@ -9,6 +9,7 @@
 #include "minivit/formats/checkpoint.h"
 #include "minivit/kernels/threads.h"
 #include "minivit/train/evaluate.h"
+#include "minivit/train/splits.h"
 
 namespace minivit {
 
@@ -16,25 +17,18 @@ int run_eval(const EvalOptions& opt) {
   Checkpoint ckpt = load_checkpoint(opt.checkpoint);
   Config& config = ckpt.config;
   if (!opt.data_path.empty()) config.data.path = opt.data_path;
-  if (opt.split != "test" && opt.split != "val" && opt.split != "train")
-    throw Error("--split: '" + opt.split + "' is not one of test, val, train");
+  const Split split = parse_split(opt.split, "--split");
   set_num_threads(config.train.threads);
 
   DataSplits data = load_data(config.data, config.model);
-  const Dataset& source = opt.split == "test" ? data.test : data.train;
-  check_data_fits_model(source, config.model, config.data.path + " (" + opt.split + " split)");
-  std::vector<int64_t> indices;
-  if (opt.split == "test") {
-    for (int64_t i = 0; i < source.size(); ++i) indices.push_back(i);
-  } else {
-    // The same carving as training used, so "val" is the split best.safetensors was chosen on.
-    TrainValSplit split = split_train_val(source.size(), config.data.val_fraction, config.train.seed);
-    indices = opt.split == "val" ? split.val : split.train;
-    if (indices.empty())
-      throw Error("--split val: the checkpoint was trained with data.val_fraction = 0, so there is no validation split");
-  }
+  // The same carving as training used, so "val" is the split best.safetensors was chosen on.
+  const SplitImages images = images_of_split(data, split, config);
+  check_data_fits_model(images.dataset, config.model, config.data.path + " (" + opt.split + " split)");
+  if (images.indices.empty())
+    throw Error("--split val: the checkpoint was trained with data.val_fraction = 0, so there is no validation split");
   Activations acts(config.model, config.train.batch_size, false);
-  const EvalResult result = evaluate(*ckpt.model, acts, source, indices, config.data.mean, config.data.std);
+  const EvalResult result =
+      evaluate(*ckpt.model, acts, images.dataset, images.indices, config.data.mean, config.data.std);
 
   std::printf("%s on %s (%s split), step %lld:\n%s", opt.checkpoint.c_str(), config.data.path.c_str(),
               opt.split.c_str(), (long long)ckpt.progress.step,

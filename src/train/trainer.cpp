@@ -1,0 +1,344 @@
+#include "minivit/train/trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "minivit/core/error.h"
+#include "minivit/core/fileio.h"
+#include "minivit/core/rng.h"
+#include "minivit/data/data.h"
+#include "minivit/formats/config_file.h"
+#include "minivit/kernels/runtime.h"
+#include "minivit/kernels/threads.h"
+#include "minivit/train/evaluate.h"
+#include "minivit/train/splits.h"
+
+namespace minivit {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// A signal handler may only set a volatile std::sig_atomic_t (or a lock-free atomic) of
+// static storage, so the request to stop lives here, not in the Trainer. The first
+// SIGINT/SIGTERM asks the loop to stop after the current step and save; a second one leaves
+// at once (every file is written by atomic rename, so nothing is left half-written).
+static volatile std::sig_atomic_t g_stop_requested = 0;
+
+static void on_stop_signal(int sig) {
+  if (g_stop_requested) ::_exit(128 + sig);
+  g_stop_requested = sig;
+}
+
+static double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+static std::string path_in(const std::string& dir, const char* name) {
+  return (fs::path(dir) / name).string();
+}
+
+// Lines of metrics.jsonl that belong to steps up to `step` (a resumed run rewrites the
+// rest). Lines that do not parse (a crash mid-append) are dropped.
+static std::string metrics_up_to(const std::string& path, int64_t step,
+                                 std::vector<EpochPoint>& epochs) {
+  std::string kept;
+  if (!file_exists(path)) return kept;
+  std::istringstream in(read_file(path));
+  std::string line;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("step")) continue;
+    if (j["step"].get<int64_t>() > step) continue;
+    if (j.value("type", "") == "epoch") {
+      auto num = [&](const char* k) {
+        return j.contains(k) && j[k].is_number() ? j[k].get<double>() : NAN;
+      };
+      epochs.push_back({j["epoch"].get<int>(), num("train_loss"), num("train_acc"),
+                        num("val_loss"), num("val_acc")});
+    }
+    kept += line + "\n";
+  }
+  return kept;
+}
+
+// A resumed run matches an uninterrupted one only under the config it was started with;
+// a changed key (more epochs, another learning rate) is allowed, but said, as the
+// continuation then takes another path. Keys that only steer output are left out.
+static void warn_about_changed_keys(const Config& started_with, const Config& now) {
+  const auto before = config_to_flat(started_with), after = config_to_flat(now);
+  for (size_t i = 0; i < before.size() && i < after.size(); ++i) {
+    const std::string& key = before[i].first;
+    if (key == "train.out_dir" || key == "train.log_every") continue;
+    if (before[i].second != after[i].second)
+      std::fprintf(stderr, "note: resuming with %s = %s; the run was started with %s = %s, so it "
+                           "will not match an uninterrupted run\n",
+                   key.c_str(), after[i].second.c_str(), key.c_str(), before[i].second.c_str());
+  }
+}
+
+// --- setup ----------------------------------------------------------------------------------
+
+Trainer::Trainer(TrainerOptions options) : config_(std::move(options.config)) {
+  open_run_directory(options.resume_dir);
+  check_vit_fits_memory(config_.model, config_.train.batch_size, true);
+  const int threads = set_num_threads(config_.train.threads);
+  prepare_data();
+  create_model(options.init_path);
+  open_run_files();
+  announce(options.config_path, threads);
+  batches_.emplace(data_.train, train_indices_, config_, steps_per_epoch_);
+  prefetcher_.emplace(*batches_);
+  saved_step_ = resuming_ ? progress_.step : -1;
+
+  // Last, so that a setup that throws leaves no handler behind (the destructor would not
+  // run to restore it). A flag left by an earlier trainer in this process must not stop
+  // this one.
+  g_stop_requested = 0;
+  sigaction(SIGINT, nullptr, &previous_sigint_);
+  sigaction(SIGTERM, nullptr, &previous_sigterm_);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  run_start_ = epoch_start_ = Clock::now();
+}
+
+Trainer::~Trainer() {
+  sigaction(SIGINT, &previous_sigint_, nullptr);
+  sigaction(SIGTERM, &previous_sigterm_, nullptr);
+}
+
+void Trainer::open_run_directory(const std::string& resume_dir) {
+  resuming_ = !resume_dir.empty();
+  out_dir_ = config_.train.out_dir;
+  resume_path_ = path_in(resuming_ ? resume_dir : out_dir_, "resume.safetensors");
+  last_path_ = path_in(out_dir_, "last.safetensors");
+  best_path_ = path_in(out_dir_, "best.safetensors");
+  metrics_path_ = path_in(out_dir_, "metrics.jsonl");
+  if (resuming_ && !file_exists(resume_path_))
+    throw Error(resume_path_ + ": no resume state here; is --resume the run directory of an earlier `minivit train`?");
+  ensure_writable_dir(out_dir_);
+  remove_stale_temporaries(out_dir_);  // left by a run that was killed mid-write
+  if (!resuming_ && file_exists(resume_path_))
+    throw Error(out_dir_ + ": already holds a training run; continue it with --resume " + out_dir_ +
+                " or choose another --out");
+}
+
+void Trainer::prepare_data() {
+  data_ = load_data(config_.data, config_.model);
+  check_data_fits_model(data_.train, config_.model, config_.data.path + " (train split)");
+  check_data_fits_model(data_.test, config_.model, config_.data.path + " (test split)");
+  train_indices_ = images_of_split(data_, Split::train, config_).indices;
+  val_indices_ = images_of_split(data_, Split::val, config_).indices;
+  class_names_ = data_.train.class_names;
+  for (int k = int(class_names_.size()); k < config_.model.num_classes; ++k)
+    class_names_.push_back("class_" + std::to_string(k));
+  batch_size_ = config_.train.batch_size;
+  steps_per_epoch_ = int64_t(train_indices_.size()) / batch_size_;
+  if (steps_per_epoch_ == 0)
+    throw Error("train.batch_size: " + std::to_string(batch_size_) + " is larger than the " +
+                std::to_string(train_indices_.size()) + " training images");
+  total_steps_ = config_.train.max_steps > 0 ? config_.train.max_steps
+                                             : config_.train.epochs * steps_per_epoch_;
+  total_epochs_ = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
+}
+
+void Trainer::create_model(const std::string& init_path) {
+  model_.emplace(config_.model);
+  model_->init(config_.train.seed);
+  optimizer_.emplace(config_.optim, model_->num_params);
+  if (resuming_) {
+    Config started_with;
+    progress_ = load_resume_state(resume_path_, *model_, *optimizer_, &started_with);
+    warn_about_changed_keys(started_with, config_);
+    if (progress_.step > total_steps_)
+      throw Error(resume_path_ + ": the run is already at step " + std::to_string(progress_.step) +
+                  ", past the configured " + std::to_string(total_steps_) + " steps");
+  } else if (!init_path.empty()) {
+    load_weights(*model_, read_safetensors(init_path), init_path);
+  }
+  acts_.emplace(config_.model, batch_size_, true);
+}
+
+void Trainer::open_run_files() {
+  write_file_atomic(path_in(out_dir_, "config.toml"), config_to_toml(config_));
+  write_file_atomic(metrics_path_,
+                    metrics_up_to(metrics_path_, resuming_ ? progress_.step : -1, epoch_points_));
+  metrics_.open(metrics_path_, std::ios::app);
+}
+
+void Trainer::announce(const std::string& config_path, int threads) const {
+  std::fprintf(stderr,
+               "minivit train: %s | %lld params | %lld train / %lld val / %lld test images | "
+               "%lld steps (%lld epochs of %lld) | batch %d | %d threads | out %s%s\n",
+               config_path.c_str(), (long long)model_->num_params, (long long)train_indices_.size(),
+               (long long)val_indices_.size(), (long long)data_.test.size(), (long long)total_steps_,
+               (long long)total_epochs_, (long long)steps_per_epoch_, batch_size_, threads,
+               out_dir_.c_str(),
+               resuming_ ? strprintf(" | resuming at step %lld", (long long)progress_.step).c_str() : "");
+  if (const std::string advice = blas_kernel_advice(); !advice.empty())
+    std::fprintf(stderr, "%s\n", advice.c_str());
+}
+
+// --- the loop ---------------------------------------------------------------------------------
+
+int Trainer::run() {
+  while (progress_.step < total_steps_ && !g_stop_requested) {
+    do {
+      step();
+    } while (!at_epoch_end() && !g_stop_requested);
+    if (!at_epoch_end()) break;  // stopped by a signal mid-epoch
+    end_of_epoch();
+  }
+  return finish();
+}
+
+bool Trainer::at_epoch_end() const {
+  return progress_.step % steps_per_epoch_ == 0 || progress_.step == total_steps_;
+}
+
+void Trainer::step() {
+  const auto start = Clock::now();
+  const int64_t epoch = progress_.step / steps_per_epoch_;
+  const Batch& batch = prefetcher_->get(progress_.step);
+  const float lr = learning_rate(config_.optim, progress_.step, total_steps_);
+  const StepResult result =
+      train_step(*model_, *acts_, *optimizer_, batch.images.data(), batch.targets.data(),
+                 batch.labels.data(), batch_size_, lr, config_.optim.clip_grad_norm,
+                 rng_key(config_.train.seed, kRngDropout, uint64_t(progress_.step)));
+  if (!result.finite) fail_on_nonfinite_loss(result);
+  ++progress_.step;
+  train_seconds_ += seconds_since(start);
+  trained_images_ += batch_size_;
+  progress_.epoch_loss_sum += double(result.loss) * batch_size_;
+  progress_.epoch_correct += result.correct;
+  progress_.epoch_seen += batch_size_;
+  window_loss_ += double(result.loss) * batch_size_;
+  window_correct_ += result.correct;
+  window_seen_ += batch_size_;
+  report_step(result, lr, epoch);
+}
+
+void Trainer::fail_on_nonfinite_loss(const StepResult& result) {
+  line_.finish();
+  const std::string culprit = first_nonfinite_grad(*model_);
+  throw Error(strprintf("step %lld: the loss is %g and the gradient norm %g", (long long)progress_.step,
+                        double(result.loss), result.grad_norm) +
+              (culprit.empty() ? "" : "; first non-finite gradient in '" + culprit + "'") +
+              (saved_step_ >= 0 ? "; the last good checkpoint is " + last_path_ + " (step " +
+                                      std::to_string(saved_step_) + ")"
+                                : "; no checkpoint was written yet") +
+              ". Usual causes: optim.lr too high, no optim.clip_grad_norm, too short optim.warmup_steps");
+}
+
+void Trainer::report_step(const StepResult& result, float lr, int64_t epoch) {
+  const double img_per_s = trained_images_ / std::max(train_seconds_, 1e-9);
+  const double eta = (total_steps_ - progress_.step) * batch_size_ / img_per_s;
+  const bool log_now = progress_.step % config_.train.log_every == 0 || progress_.step == total_steps_;
+  if (log_now) {
+    log_metrics({{"type", "step"}, {"step", progress_.step}, {"epoch", epoch + 1},
+                 {"loss", window_loss_ / window_seen_},
+                 {"acc", double(window_correct_) / window_seen_}, {"lr", lr},
+                 {"grad_norm", result.grad_norm}, {"img_per_s", img_per_s},
+                 {"time", seconds_since(run_start_)}});
+  }
+  if (line_.is_terminal() || log_now) {
+    line_.update(strprintf("epoch %lld/%lld  step %lld/%lld  loss %.4f  acc %5.1f%%  lr %.2e  %.0f img/s  ETA %s",
+                           (long long)epoch + 1, (long long)total_epochs_, (long long)progress_.step,
+                           (long long)total_steps_, window_loss_ / window_seen_,
+                           100.0 * window_correct_ / window_seen_, double(lr), img_per_s,
+                           format_duration(eta).c_str()));
+  }
+  if (log_now) window_loss_ = 0.0, window_correct_ = 0, window_seen_ = 0;
+}
+
+void Trainer::end_of_epoch() {
+  line_.finish();
+  // The epoch the last step belonged to, whether it ran to its end or max_steps cut it short.
+  progress_.epoch = (progress_.step - 1) / steps_per_epoch_ + 1;
+  const int64_t seen = std::max<int64_t>(progress_.epoch_seen, 1);
+  const double train_loss = progress_.epoch_loss_sum / seen;
+  const double train_acc = double(progress_.epoch_correct) / seen;
+  progress_.epoch_loss_sum = 0.0, progress_.epoch_correct = 0, progress_.epoch_seen = 0;
+  nlohmann::json epoch_json = {{"type", "epoch"}, {"epoch", progress_.epoch}, {"step", progress_.step},
+                               {"train_loss", train_loss}, {"train_acc", train_acc}};
+  EpochPoint point{int(progress_.epoch), train_loss, train_acc, NAN, NAN};
+  std::string val_text = "no validation split";
+  bool is_best = false;
+  const bool validate_now = progress_.epoch % config_.train.eval_every == 0 || progress_.step == total_steps_;
+  if (!val_indices_.empty() && validate_now) {
+    const EvalResult val =
+        evaluate(*model_, *acts_, data_.train, val_indices_, config_.data.mean, config_.data.std);
+    progress_.val_top1 = val.top1;
+    is_best = val.top1 > progress_.best_val_top1;
+    if (is_best) progress_.best_val_top1 = val.top1, progress_.best_step = progress_.step;
+    epoch_json["val_loss"] = val.loss;
+    epoch_json["val_acc"] = val.top1;
+    point.val_loss = val.loss;
+    point.val_acc = val.top1;
+    val_text = strprintf("val loss %.4f  acc %.2f%%%s", val.loss, 100 * val.top1, is_best ? " (best)" : "");
+  } else if (val_indices_.empty()) {
+    is_best = true;  // without a validation split the latest weights are the best we know
+    progress_.best_step = progress_.step;
+  } else {
+    val_text = "validation every " + std::to_string(config_.train.eval_every) + " epochs";
+  }
+  epoch_json["time"] = seconds_since(run_start_);
+  save_last_and_resume();
+  if (is_best) save_checkpoint(best_path_, *model_, config_, class_names_, progress_);
+  log_metrics(epoch_json);
+  epoch_points_.push_back(point);
+  plot_training_curves(path_in(out_dir_, "curves.png"), epoch_points_);
+  std::fprintf(stderr, "epoch %lld/%lld: train loss %.4f  acc %.2f%% | %s | %s\n",
+               (long long)progress_.epoch, (long long)total_epochs_, train_loss, 100 * train_acc,
+               val_text.c_str(), format_duration(seconds_since(epoch_start_)).c_str());
+  epoch_start_ = Clock::now();
+}
+
+// --- the end ----------------------------------------------------------------------------------
+
+int Trainer::finish() {
+  line_.finish();
+  if (saved_step_ != progress_.step) save_last_and_resume();
+  if (!file_exists(best_path_)) save_checkpoint(best_path_, *model_, config_, class_names_, progress_);
+  if (g_stop_requested) {
+    std::fprintf(stderr, "stopped at step %lld of %lld; saved %s and %s. Continue with: minivit train --resume %s\n",
+                 (long long)progress_.step, (long long)total_steps_, last_path_.c_str(),
+                 resume_path_.c_str(), out_dir_.c_str());
+    return 128 + int(g_stop_requested);
+  }
+
+  const SplitImages test_images = images_of_split(data_, Split::test, config_);
+  const EvalResult test = evaluate(*model_, *acts_, test_images.dataset, test_images.indices,
+                                   config_.data.mean, config_.data.std);
+  nlohmann::json report = eval_to_json(test, class_names_);
+  report["split"] = "test";
+  report["checkpoint"] = last_path_;
+  report["step"] = progress_.step;
+  write_file_atomic(path_in(out_dir_, "eval.json"), report.dump(2) + "\n");
+  log_metrics({{"type", "test"}, {"step", progress_.step}, {"test_loss", test.loss},
+               {"test_acc", test.top1}, {"test_top5", test.top5}});
+  std::printf("test (last.safetensors, step %lld): top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%lld images)\n",
+              (long long)progress_.step, 100 * test.top1, 100 * test.top5, test.loss, (long long)test.n);
+  std::printf("trained %lld steps in %s (%.0f img/s while training); run directory %s\n",
+              (long long)progress_.step, format_duration(seconds_since(run_start_)).c_str(),
+              trained_images_ / std::max(train_seconds_, 1e-9), out_dir_.c_str());
+  return 0;
+}
+
+void Trainer::save_last_and_resume() {
+  save_checkpoint(last_path_, *model_, config_, class_names_, progress_);
+  save_resume_state(resume_path_, *model_, *optimizer_, config_, progress_);
+  saved_step_ = progress_.step;
+}
+
+void Trainer::log_metrics(const nlohmann::json& line) {
+  metrics_ << line.dump() << "\n";
+  metrics_.flush();
+}
+
+}  // namespace minivit
