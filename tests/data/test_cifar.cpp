@@ -3,7 +3,6 @@
 // into, every error a broken download gives, and a train + eval run on a tiny CIFAR-10.
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -25,6 +24,9 @@ using minivit::Error;
 using minivit_test::RunResult;
 using minivit_test::run_minivit;
 using minivit_test::TempDir;
+using minivit_test::read_raw;
+using minivit_test::write_gz;
+using minivit_test::write_raw;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
@@ -66,25 +68,6 @@ std::string cifar100_records(int first_image, int n) {
     out += pixels_of(i);
   }
   return out;
-}
-
-void write_raw(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
-
-void write_gz(const std::string& path, const std::string& bytes) {
-  gzFile gz = gzopen(path.c_str(), "wb");
-  REQUIRE(gz != nullptr);
-  REQUIRE(gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size())) ==
-          static_cast<int>(bytes.size()));
-  REQUIRE(gzclose(gz) == Z_OK);
-}
-
-std::string read_raw(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // data_batch_1.bin .. data_batch_5.bin with images 0..14 in order, test_batch.bin with
