@@ -85,3 +85,10 @@ TEST_CASE("load_data with format cifar10 on a missing path names the path", "[da
                     Contains("/nonexistent/minivit/cifar-10-batches-bin") &&
                         Contains("no such directory"));
 }
+
+TEST_CASE("class names are padded up to the model's classes", "[data]") {
+  using Names = std::vector<std::string>;
+  CHECK(class_names_for({"cat", "dog"}, 4) == Names{"cat", "dog", "class_2", "class_3"});
+  CHECK(class_names_for({}, 2) == Names{"class_0", "class_1"});
+  CHECK(class_names_for({"a", "b", "c"}, 3) == Names{"a", "b", "c"});
+}
