@@ -171,7 +171,9 @@ int run_export(const ExportOptions& opt) {
   set_num_threads(config.train.threads);
   ProgressLine progress;
   const auto start = Clock::now();
-  progress.update("minivit export: loading " + config.data.path + " (" + config.data.format + ")", true);
+  progress.update("minivit export: loading " + config.data.path + " (" +
+                      std::string(config_name(config.data.format)) + ")",
+                  true);
   const DataSplits data = load_data(config.data, config.model);
   const std::vector<std::string> folders = class_folders_for(data.train);
 

@@ -12,6 +12,20 @@
 
 namespace minivit::config_fields {
 
+namespace {
+
+constexpr std::string_view kDataFormats[] = {"idx", "cifar10", "cifar100", "folder"};
+constexpr std::string_view kCifar100Labels[] = {"fine", "coarse"};
+constexpr std::string_view kOptimizers[] = {"adamw", "sgd"};
+constexpr std::string_view kLrSchedules[] = {"cosine", "constant"};
+
+}  // namespace
+
+std::span<const std::string_view> choice_words(DataFormat) { return kDataFormats; }
+std::span<const std::string_view> choice_words(Cifar100Label) { return kCifar100Labels; }
+std::span<const std::string_view> choice_words(OptimizerKind) { return kOptimizers; }
+std::span<const std::string_view> choice_words(LrSchedule) { return kLrSchedules; }
+
 std::vector<Field> fields_of(Config& c) {
   return {
       {"model", "image_size", &c.model.image_size},
@@ -101,3 +115,21 @@ std::string to_toml_text(const Field& field) {
 }
 
 }  // namespace minivit::config_fields
+
+namespace minivit {
+
+namespace {
+
+template <config_fields::IsChoice Choice>
+std::string_view word_of(Choice value) {
+  return config_fields::choice_words(value)[static_cast<size_t>(value)];
+}
+
+}  // namespace
+
+std::string_view config_name(DataFormat format) { return word_of(format); }
+std::string_view config_name(Cifar100Label label) { return word_of(label); }
+std::string_view config_name(OptimizerKind optimizer) { return word_of(optimizer); }
+std::string_view config_name(LrSchedule schedule) { return word_of(schedule); }
+
+}  // namespace minivit

@@ -5,17 +5,21 @@
 // Internal to src/formats.
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
 #include "minivit/core/config.h"
+#include "minivit/formats/config_file.h"
 
 namespace minivit::config_fields {
 
 using FieldTarget = std::variant<int*, int64_t*, uint64_t*, float*, bool*, std::string*,
-                                 std::vector<float>*, std::vector<std::string>*>;
+                                 std::vector<float>*, std::vector<std::string>*, DataFormat*,
+                                 Cifar100Label*, OptimizerKind*, LrSchedule*>;
 
 struct Field {
   std::string_view section;
@@ -35,6 +39,16 @@ struct Origin {
 };
 using Origins = std::map<std::string, Origin>;
 
+// The words of a choice's values in enumerator order: the one table between the text of
+// config files and the enums. The argument only picks the table.
+std::span<const std::string_view> choice_words(DataFormat);
+std::span<const std::string_view> choice_words(Cifar100Label);
+std::span<const std::string_view> choice_words(OptimizerKind);
+std::span<const std::string_view> choice_words(LrSchedule);
+
+template <typename Choice>
+concept IsChoice = std::is_enum_v<Choice>;
+
 // Throws minivit::Error("WHERE: WHAT").
 [[noreturn]] void fail(const std::string& where, const std::string& what);
 
@@ -52,6 +66,11 @@ std::string to_toml_text(uint64_t value);
 std::string to_toml_text(float value);
 std::string to_toml_text(bool value);
 std::string to_toml_text(const std::string& value);
+
+template <IsChoice Choice>
+std::string to_toml_text(Choice value) {
+  return format_string(std::string(config_name(value)));
+}
 
 template <typename T>
 std::string to_toml_text(const std::vector<T>& values) {

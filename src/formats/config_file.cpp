@@ -160,6 +160,23 @@ Expected read_into(const toml::node& node, std::string& out) {
   return std::nullopt;
 }
 
+// A choice is one of its words, e.g. data.format = "cifar10".
+template <IsChoice Choice>
+Expected read_into(const toml::node& node, Choice& out) {
+  std::string word;
+  if (Expected expected = read_into(node, word)) return expected;
+  const std::span<const std::string_view> words = choice_words(out);
+  std::string list;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i] == word) {
+      out = static_cast<Choice>(i);
+      return std::nullopt;
+    }
+    list += (i ? ", " : "") + format_string(std::string(words[i]));
+  }
+  return "one of " + list;
+}
+
 Expected read_into(const toml::node& node, std::vector<float>& out) {
   const toml::array* array = node.as_array();
   if (!array) return "an array of numbers";
@@ -188,8 +205,14 @@ void assign(const Field& field, const toml::node& node, const std::string& where
     fail(where, "key '" + field.name() + "': expected " + *expected + ", got " + describe(node));
 }
 
+// Keys whose values TOML writes as strings: text and choices.
 bool is_string_field(const Field& field) {
-  return std::holds_alternative<std::string*>(field.target);
+  return std::visit(
+      [](auto* target) {
+        using Value = std::remove_pointer_t<decltype(target)>;
+        return std::is_same_v<Value, std::string> || IsChoice<Value>;
+      },
+      field.target);
 }
 
 // --- parsing ------------------------------------------------------------------------------

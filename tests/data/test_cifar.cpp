@@ -221,13 +221,13 @@ TEST_CASE("cifar100 reads fine or coarse labels and every pixel exactly", "[data
   }
   SECTION("through load_data, data.label picks the label") {
     minivit::DataConfig data;
-    data.format = "cifar100";
+    data.format = minivit::DataFormat::cifar100;
     data.path = tmp.str();
-    data.label = "coarse";
+    data.label = Cifar100Label::coarse;
     minivit::DataSplits s = minivit::load_data(data, minivit::ModelConfig{});
     CHECK(s.train.num_classes == 20);
     CHECK(s.train.labels[1] == coarse_label(1));
-    data.label = "fine";
+    data.label = Cifar100Label::fine;
     CHECK(minivit::load_data(data, minivit::ModelConfig{}).train.labels[1] == fine_label(1));
   }
 }

@@ -79,7 +79,7 @@ TEST_CASE("data that does not fit the model is refused before training", "[data]
 
 TEST_CASE("load_data with format cifar10 on a missing path names the path", "[data]") {
   DataConfig c;
-  c.format = "cifar10";
+  c.format = DataFormat::cifar10;
   c.path = "/nonexistent/minivit/cifar-10-batches-bin";
   CHECK_THROWS_WITH(load_data(c, ModelConfig{}),
                     Contains("/nonexistent/minivit/cifar-10-batches-bin") &&

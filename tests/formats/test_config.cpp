@@ -11,7 +11,11 @@
 #include "test_util.h"
 
 using Catch::Matchers::Contains;
+using minivit::Cifar100Label;
 using minivit::Config;
+using minivit::DataFormat;
+using minivit::LrSchedule;
+using minivit::OptimizerKind;
 using minivit::parse_config;
 
 namespace {
@@ -78,7 +82,7 @@ Config unusual_config() {
   c.model.dropout = 0.1f;
   c.model.attention_dropout = 1.0f / 3.0f;
   c.model.num_classes = 3;
-  c.data.format = "folder";
+  c.data.format = DataFormat::folder;
   c.data.path = "/data/my \"quoted\" dir/ünïcode\tand tab";
   c.data.mean = {0.4914f, 0.4822f, 0.4465f};
   c.data.std = {0.2470f, 0.2435f, 1e-7f};
@@ -86,7 +90,7 @@ Config unusual_config() {
   c.data.augment = false;
   c.data.val_fraction = 0.0f;
   c.data.class_names = {"cat", "dog's", "a \"b\""};
-  c.data.label = "coarse";
+  c.data.label = Cifar100Label::coarse;
   c.data.resize = false;
   c.data.crop_padding = 3;
   c.data.hflip = 0.5f;
@@ -94,13 +98,13 @@ Config unusual_config() {
   c.data.mixup = 0.8f;
   c.data.cutmix = 1.0f;
   c.data.mix_prob = 0.7f;
-  c.optim.name = "sgd";
+  c.optim.name = OptimizerKind::sgd;
   c.optim.lr = 3e-4f;
   c.optim.weight_decay = 0.0f;
   c.optim.beta1 = 0.85f;
   c.optim.beta2 = 0.98765432f;
   c.optim.momentum = 0.0f;
-  c.optim.schedule = "constant";
+  c.optim.schedule = LrSchedule::constant;
   c.optim.warmup_steps = 5000000000;  // does not fit in 32 bits
   c.optim.min_lr = 1.17549435e-38f;   // smallest normal float
   c.optim.clip_grad_norm = 1.0f;
@@ -124,7 +128,7 @@ TEST_CASE("an empty file gives the defaults", "[config]") {
   CHECK(parsed.source == "empty.toml");
   CHECK(parsed.model.dim == 64);
   CHECK(parsed.data.mean == std::vector<float>{0.2860f});
-  CHECK(parsed.optim.name == "adamw");
+  CHECK(parsed.optim.name == OptimizerKind::adamw);
 }
 
 TEST_CASE("missing sections and keys keep their defaults", "[config]") {
@@ -195,7 +199,7 @@ eval_every = 2
   CHECK(c.model.dropout == 0.1f);
   CHECK(c.model.attention_dropout == 0.0f);
   CHECK(c.model.num_classes == 3);
-  CHECK(c.data.format == "cifar10");
+  CHECK(c.data.format == DataFormat::cifar10);
   CHECK(c.data.path == "/data/cifar");
   CHECK(c.data.mean == std::vector<float>{0.4914f, 0.4822f, 0.4465f});
   CHECK(c.data.std == std::vector<float>{0.247f, 0.2435f, 0.2616f});
@@ -203,13 +207,13 @@ eval_every = 2
   CHECK_FALSE(c.data.augment);
   CHECK(c.data.val_fraction == 0.2f);
   CHECK(c.data.class_names == std::vector<std::string>{"a", "b", "c"});
-  CHECK(c.optim.name == "sgd");
+  CHECK(c.optim.name == OptimizerKind::sgd);
   CHECK(c.optim.lr == 1e-2f);
   CHECK(c.optim.weight_decay == 5e-4f);
   CHECK(c.optim.beta1 == 0.8f);
   CHECK(c.optim.beta2 == 0.95f);
   CHECK(c.optim.momentum == 0.5f);
-  CHECK(c.optim.schedule == "constant");
+  CHECK(c.optim.schedule == LrSchedule::constant);
   CHECK(c.optim.warmup_steps == 100);
   CHECK(c.optim.min_lr == 1e-5f);
   CHECK(c.optim.clip_grad_norm == 1.0f);
@@ -317,7 +321,7 @@ TEST_CASE("an override may be a bare string", "[config]") {
                            "train.out_dir=2024",
                            "model.channels=3", "data.mean=[0.5,0.5,0.5]",
                            "data.std=[0.25, 0.25, 0.25]", "model.image_size=32"});
-  CHECK(c.data.format == "cifar100");
+  CHECK(c.data.format == DataFormat::cifar100);
   CHECK(c.data.path == "/data/cifar-100");
   CHECK(c.train.out_dir == "2024");  // a number, taken literally for a string key
 }
@@ -349,6 +353,25 @@ TEST_CASE("override errors name the override", "[config]") {
                         Contains("not valid UTF-8"));
   CHECK(parse_config("", "cfg.toml", {"data.path=/données/\xe2\x82\xac"}).data.path ==
         "/données/\xe2\x82\xac");
+}
+
+TEST_CASE("choices are read and written as the same words", "[config]") {
+  const Config c = parse_config(
+      "[data]\nformat = \"cifar100\"\nlabel = \"coarse\"\n"
+      "[optim]\nname = \"sgd\"\nschedule = \"constant\"\n",
+      "cfg.toml", {"model.channels=3", "data.mean=[0.5,0.5,0.5]", "data.std=[0.2,0.2,0.2]"});
+  CHECK(c.data.format == DataFormat::cifar100);
+  CHECK(c.data.label == Cifar100Label::coarse);
+  CHECK(c.optim.name == OptimizerKind::sgd);
+  CHECK(c.optim.schedule == LrSchedule::constant);
+  const std::string text = minivit::config_to_toml(c);
+  CHECK_THAT(text, Contains("format = \"cifar100\"\n") && Contains("label = \"coarse\"\n") &&
+                       Contains("name = \"sgd\"\n") && Contains("schedule = \"constant\"\n"));
+  CHECK(minivit::config_name(DataFormat::idx) == "idx");
+  CHECK(minivit::config_name(DataFormat::folder) == "folder");
+  CHECK(minivit::config_name(Cifar100Label::fine) == "fine");
+  CHECK(minivit::config_name(OptimizerKind::adamw) == "adamw");
+  CHECK(minivit::config_name(LrSchedule::cosine) == "cosine");
 }
 
 TEST_CASE("config_to_toml reads back to the same config", "[config]") {
@@ -422,10 +445,12 @@ TEST_CASE("every shipped config parses and describes a model that fits its data 
     INFO(entry.path().string());
     const Config c = minivit::load_config(entry.path().string());
     CHECK(c.model.image_size % c.model.patch_size == 0);
-    if (c.data.format == "cifar10" || c.data.format == "cifar100") {
+    if (c.data.format == DataFormat::cifar10 || c.data.format == DataFormat::cifar100) {
       CHECK(c.model.image_size == 32);
       CHECK(c.model.channels == 3);
-      CHECK(c.model.num_classes == (c.data.format == "cifar10" ? 10 : c.data.label == "fine" ? 100 : 20));
+      CHECK(c.model.num_classes == (c.data.format == DataFormat::cifar10  ? 10
+                                    : c.data.label == Cifar100Label::fine ? 100
+                                                                          : 20));
     }
     ++checked;
   }
