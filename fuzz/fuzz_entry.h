@@ -156,8 +156,7 @@ inline void run_config(std::string_view input) {
     invariant_broken("the resolved config changed when loaded again");
   // Strings compared as stored too: a lossy TOML form would read back as itself.
   auto strings = [](const minivit::Config& c) {
-    std::vector<std::string> all = {c.data.format, c.data.path, c.data.label,
-                                    c.optim.name,  c.optim.schedule, c.train.out_dir};
+    std::vector<std::string> all = {c.data.path, c.train.out_dir};
     all.insert(all.end(), c.data.class_names.begin(), c.data.class_names.end());
     return all;
   };

@@ -57,4 +57,10 @@ std::string tiny_config_toml(const std::string& data_dir, const std::string& out
 void write_text(const std::string& path, const std::string& text);
 std::string read_text(const std::string& path);
 
+// Binary files for the data readers: `bytes` as they are, or gzip-compressed; and a file's
+// bytes as they are on disk.
+void write_raw(const std::string& path, const std::string& bytes);
+void write_gz(const std::string& path, const std::string& bytes);
+std::string read_raw(const std::string& path);
+
 }  // namespace minivit_test

@@ -53,7 +53,7 @@ static SourceImage image_from_dataset(const Checkpoint& ckpt, Split split, int64
   out.pixels = Image8::from_shape({size_t(set.channels()), size_t(set.height()), size_t(set.width())});
   std::copy_n(set.images.data() + size_t(i) * len, len, out.pixels.data());
   const int label = set.labels[size_t(i)];
-  out.label = size_t(label) < ckpt.class_names.size() ? ckpt.class_names[size_t(label)] : std::to_string(label);
+  out.label = class_names_for(ckpt.class_names, config.model.num_classes)[size_t(label)];
   out.source = {{"dataset", config.data.path}, {"split", name}, {"index", n},
                 {"dataset_index", i}, {"label", out.label}, {"label_index", label}};
   return out;

@@ -130,9 +130,9 @@ struct TemporaryTree {
 std::vector<std::string> class_folders_for(const Dataset& data) {
   std::vector<std::string> folders;
   std::map<std::string, std::string> taken;  // folder -> class that has it
+  const std::vector<std::string> names = class_names_for(data.class_names, data.num_classes);
   for (int k = 0; k < data.num_classes; ++k) {
-    const std::string name = size_t(k) < data.class_names.size() ? data.class_names[size_t(k)]
-                                                                 : std::to_string(k);
+    const std::string& name = names[size_t(k)];
     const std::string folder = class_folder_name(name);
     const auto [it, fresh] = taken.emplace(folder, name);
     if (!fresh)
@@ -171,7 +171,9 @@ int run_export(const ExportOptions& opt) {
   set_num_threads(config.train.threads);
   ProgressLine progress;
   const auto start = Clock::now();
-  progress.update("minivit export: loading " + config.data.path + " (" + config.data.format + ")", true);
+  progress.update("minivit export: loading " + config.data.path + " (" +
+                      std::string(config_name(config.data.format)) + ")",
+                  true);
   const DataSplits data = load_data(config.data, config.model);
   const std::vector<std::string> folders = class_folders_for(data.train);
 

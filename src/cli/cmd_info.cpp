@@ -9,12 +9,6 @@
 
 namespace minivit {
 
-static std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 int run_info(const std::string& path) {
   SafetensorsFile file = read_safetensors(path);
   int64_t values = 0;

@@ -7,6 +7,7 @@
 #include "minivit/cli/commands.h"
 #include "minivit/core/error.h"
 #include "minivit/core/fileio.h"
+#include "minivit/data/dataset.h"
 #include "minivit/data/image_io.h"
 #include "minivit/formats/checkpoint.h"
 #include "minivit/kernels/threads.h"
@@ -37,6 +38,7 @@ int run_predict(const PredictOptions& opt) {
   const int max_batch = std::min(n, 64);
   Activations acts(m, max_batch, false);
   const int k = std::min(opt.topk, m.num_classes);
+  const std::vector<std::string> class_names = class_names_for(ckpt.class_names, m.num_classes);
   nlohmann::json predictions = nlohmann::json::array();
   for (int start = 0; start < n; start += max_batch) {
     const int B = std::min(max_batch, n - start);
@@ -48,8 +50,7 @@ int run_predict(const PredictOptions& opt) {
       std::printf("%s%s\n", start + b ? "\n" : "", image.c_str());
       nlohmann::json top = nlohmann::json::array();
       for (const ClassScore& s : top_classes(probs, k)) {
-        const std::string name = size_t(s.index) < ckpt.class_names.size() ? ckpt.class_names[size_t(s.index)]
-                                                                           : std::to_string(s.index);
+        const std::string& name = class_names[size_t(s.index)];
         std::printf("  %.4f  %s\n", s.probability, name.c_str());
         top.push_back({{"class", name}, {"index", s.index}, {"probability", s.probability}});
       }

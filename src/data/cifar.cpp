@@ -1,9 +1,6 @@
 #include "minivit/data/cifar.h"
 
-#include <zlib.h>
-
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +11,7 @@
 
 #include "minivit/core/error.h"
 #include "minivit/core/utf8.h"
+#include "minivit/data/byte_reader.h"
 
 namespace minivit {
 
@@ -90,43 +88,23 @@ std::string plural(uint64_t n, const std::string& word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
-// One batch file opened through zlib, which passes non-gzip files through unchanged.
+// One batch file, raw or gzip, read record by record.
 class BatchFile {
  public:
-  BatchFile(std::string path, const Layout& layout) : path_(std::move(path)), layout_(layout) {
-    std::error_code ec;
-    fs::file_status status = fs::status(path_, ec);
-    if (status.type() == fs::file_type::not_found)
-      fail("no such file (expected a " + layout_.dataset + " batch file)");
-    if (ec) fail("cannot read (" + ec.message() + ")");
-    if (fs::is_directory(status))
-      fail("is a directory, expected a batch file of " + layout_.record_text());
-    file_size_ = fs::file_size(path_, ec);
-    if (ec) fail("cannot read (" + ec.message() + ")");
-    gz_ = gzopen(path_.c_str(), "rb");
-    if (!gz_) fail(std::string("cannot open (") + std::strerror(errno) + ")");
-    gzbuffer(gz_, 1 << 17);
-    is_gzip_ = gzdirect(gz_) == 0;
-  }
-  ~BatchFile() {
-    if (gz_) gzclose(gz_);
-  }
-  BatchFile(const BatchFile&) = delete;
-  BatchFile& operator=(const BatchFile&) = delete;
-
-  [[noreturn]] void fail(const std::string& msg) const { throw Error(path_ + ": " + msg); }
+  BatchFile(const std::string& path, const Layout& layout)
+      : file_(path, "a " + layout.dataset + " batch file",
+              "a batch file of " + layout.record_text()),
+        layout_(layout) {}
 
   // The number of records, checked to be at least one and whole. A gzip file is
   // decompressed once just to count, so nothing is allocated before its size is known.
   uint64_t count_records() {
-    uint64_t bytes = file_size_;
-    std::string size_text = "size " + std::to_string(file_size_) + " bytes";
-    if (is_gzip_) {
-      std::array<uint8_t, 1 << 16> scratch;
-      bytes = 0;
-      for (size_t got; (got = read_some(scratch.data(), scratch.size())) > 0;) bytes += got;
-      check_stream_end();
-      if (gzrewind(gz_) != 0) fail("cannot rewind gzip stream (zlib: " + zlib_message() + ")");
+    uint64_t bytes = file_.file_size();
+    std::string size_text = "size " + std::to_string(bytes) + " bytes";
+    if (file_.is_gzip()) {
+      bytes = file_.skip_to_end();
+      file_.check_stream_end();
+      file_.rewind();
       size_text = "decompressed size " + std::to_string(bytes) + " bytes";
     }
     const uint64_t record = layout_.record_bytes();
@@ -151,9 +129,9 @@ class BatchFile {
     std::vector<uint8_t> chunk(kChunkRecords * record);  // (records, record bytes)
     for (uint64_t done = 0; done < count;) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkRecords, count - done));
-      size_t got = read_some(chunk.data(), n * record);
+      size_t got = file_.read_some(chunk.data(), n * record);
       if (got < n * record) {
-        check_stream_end();
+        file_.check_stream_end();
         fail("changed while being read: ended after " + std::to_string(done * record + got) +
              " of " + std::to_string(count * record) + " bytes");
       }
@@ -172,59 +150,21 @@ class BatchFile {
       done += n;
     }
     uint8_t extra;
-    if (read_some(&extra, 1) > 0) fail("changed while being read: grew past its counted size");
+    if (file_.read_some(&extra, 1) > 0)
+      fail("changed while being read: grew past its counted size");
   }
 
  private:
-  // Reads up to n bytes; fewer means the data ended. A corrupt gzip stream throws.
-  size_t read_some(uint8_t* dst, size_t n) {
-    size_t total = 0;
-    while (total < n) {
-      unsigned chunk = static_cast<unsigned>(std::min<size_t>(n - total, 1u << 30));
-      int got = gzread(gz_, dst + total, chunk);
-      if (got < 0) fail("corrupt gzip data (zlib: " + zlib_message() + ")");
-      total += static_cast<size_t>(got);
-      if (static_cast<unsigned>(got) < chunk) break;
-    }
-    return total;
-  }
+  [[noreturn]] void fail(const std::string& msg) const { file_.fail(msg); }
 
-  // A gzip stream that stops short of its end marker is a cut-off download.
-  void check_stream_end() {
-    int errnum = Z_OK;
-    gzerror(gz_, &errnum);
-    if (errnum != Z_OK && errnum != Z_STREAM_END)
-      fail("truncated gzip data (zlib: " + zlib_message() + ")");
-  }
-
-  // zlib's last error without the "path: " it puts in front, as our messages lead with it.
-  std::string zlib_message() {
-    int errnum = Z_OK;
-    const char* msg = gzerror(gz_, &errnum);
-    std::string text = msg ? msg : "";
-    if (text.rfind(path_ + ": ", 0) == 0) text.erase(0, path_.size() + 2);
-    return text;
-  }
-
-  std::string path_;
+  ByteReader file_;
   const Layout& layout_;
-  gzFile gz_ = nullptr;
-  uint64_t file_size_ = 0;
-  bool is_gzip_ = false;
 };
 
 // Something (file, directory, even a broken link) exists at p.
 bool present(const fs::path& p) {
   std::error_code ec;
   return fs::symlink_status(p, ec).type() != fs::file_type::not_found && !ec;
-}
-
-// The file itself if present, else its .gz; empty if neither exists.
-std::string find_batch(const fs::path& dir, const std::string& name) {
-  // Both can exist after `gunzip -k`; the uncompressed one reads faster.
-  for (const std::string& candidate : {name, name + ".gz"})
-    if (present(dir / candidate)) return (dir / candidate).string();
-  return "";
 }
 
 // The directory holding the batch files: `dir` itself, or the subdirectory the official
@@ -235,14 +175,15 @@ fs::path batch_dir(const std::string& dir, const Layout& layout, const std::stri
     throw Error(dir + (present(dir) ? ": not a directory" : ": no such directory") +
                 " (expected a " + layout.dataset + " binary directory holding " +
                 layout.expects + ")");
-  if (find_batch(dir, first_file).empty() && fs::is_directory(fs::path(dir) / layout.subdir, ec))
+  if (find_raw_or_gzip(dir, first_file).empty() &&
+      fs::is_directory(fs::path(dir) / layout.subdir, ec))
     return fs::path(dir) / layout.subdir;
   return fs::path(dir);
 }
 
 std::string find_required_batch(const fs::path& dir, const std::string& name,
                                 const Layout& layout) {
-  std::string path = find_batch(dir, name);
+  std::string path = find_raw_or_gzip(dir, name);
   if (path.empty()) {
     std::string msg = dir.string() + ": missing " + name + "[.gz]; a " + layout.dataset +
                       " binary directory holds " + layout.expects;

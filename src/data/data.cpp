@@ -13,20 +13,20 @@ namespace minivit {
 
 DataSplits load_data(const DataConfig& data, const ModelConfig& model) {
   DataSplits splits;
-  if (data.format == "idx") {
-    splits = load_idx_dir(data.path);
-  } else if (data.format == "cifar10") {
-    splits = load_cifar10_dir(data.path);
-  } else if (data.format == "cifar100") {
-    if (data.label != "fine" && data.label != "coarse")
-      throw Error("data.label: '" + data.label + "' is not one of fine, coarse");
-    splits = load_cifar100_dir(data.path, data.label == "coarse" ? Cifar100Label::coarse
-                                                                 : Cifar100Label::fine);
-  } else if (data.format == "folder") {
-    splits = load_folder_dataset(data.path, model.channels, model.image_size, data.resize,
-                                 data.val_fraction);
-  } else {
-    throw Error("data.format: '" + data.format + "' is not supported by this build (expected idx, cifar10, cifar100 or folder)");
+  switch (data.format) {
+    case DataFormat::idx:
+      splits = load_idx_dir(data.path);
+      break;
+    case DataFormat::cifar10:
+      splits = load_cifar10_dir(data.path);
+      break;
+    case DataFormat::cifar100:
+      splits = load_cifar100_dir(data.path, data.label);
+      break;
+    case DataFormat::folder:
+      splits = load_folder_dataset(data.path, model.channels, model.image_size, data.resize,
+                                   data.val_fraction);
+      break;
   }
   if (!data.class_names.empty()) {
     if (int(data.class_names.size()) < splits.train.num_classes)

@@ -1,17 +1,15 @@
 #include "minivit/data/idx.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "minivit/core/error.h"
+#include "minivit/data/byte_reader.h"
 
 namespace minivit {
 
@@ -41,33 +39,18 @@ uint32_t big_endian32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
 }
 
-// One IDX file opened through zlib, which passes non-gzip files through unchanged.
+// One IDX file, raw or gzip: its header, then its payload.
 class IdxFile {
  public:
-  IdxFile(const std::string& path, const char* what) : path_(path), what_(what) {
-    std::error_code ec;
-    if (!fs::exists(path, ec)) fail("no such file (expected an IDX " + what_ + " file)");
-    if (fs::is_directory(path, ec)) fail("is a directory, expected an IDX " + what_ + " file");
-    file_size_ = fs::file_size(path, ec);
-    if (ec) fail("cannot stat (" + ec.message() + ")");
-    gz_ = gzopen(path.c_str(), "rb");
-    if (!gz_) fail(std::string("cannot open (") + std::strerror(errno) + ")");
-    // Large reads go straight into our buffers; a bigger internal buffer cuts syscalls.
-    gzbuffer(gz_, 1 << 17);
-    is_gzip_ = gzdirect(gz_) == 0;
-  }
-  ~IdxFile() {
-    if (gz_) gzclose(gz_);
-  }
-  IdxFile(const IdxFile&) = delete;
-  IdxFile& operator=(const IdxFile&) = delete;
+  IdxFile(const std::string& path, const std::string& what)
+      : file_(path, "an IDX " + what + " file", "an IDX " + what + " file"), what_(what) {}
 
-  [[noreturn]] void fail(const std::string& msg) const { throw Error(path_ + ": " + msg); }
+  [[noreturn]] void fail(const std::string& msg) const { file_.fail(msg); }
 
   // Reads the magic number and dims, checking them against what the caller expects.
   std::vector<uint32_t> read_header(uint32_t expected_magic, const char* dim_names) {
     std::array<uint8_t, 4> word{};
-    size_t got = read_some(word.data(), word.size());
+    size_t got = file_.read_some(word.data(), word.size());
     if (got < word.size())
       fail("too short for an IDX header (" + std::to_string(got) + " bytes; expected an IDX " +
            what_ + " file)");
@@ -90,7 +73,7 @@ class IdxFile {
     }
     std::vector<uint32_t> dims(num_dims);
     for (size_t i = 0; i < num_dims; ++i) {
-      if (read_some(word.data(), word.size()) < word.size())
+      if (file_.read_some(word.data(), word.size()) < word.size())
         fail("truncated IDX header: expected " + std::to_string(num_dims) + " dims " +
              dim_names + ", file ends after " + std::to_string(i));
       dims[i] = big_endian32(word.data());
@@ -108,8 +91,8 @@ class IdxFile {
                                     const char* data_kind) {
     std::string says = "header says " + claim + " (" + std::to_string(expected) + " bytes of " +
                        data_kind + " data)";
-    if (!is_gzip_) {
-      uint64_t held = file_size_ - header_bytes_;
+    if (!file_.is_gzip()) {
+      uint64_t held = file_.file_size() - header_bytes_;
       if (held < expected)
         fail("truncated: " + says + ", file holds " + std::to_string(held) + " bytes of " +
              data_kind + " data");
@@ -117,22 +100,23 @@ class IdxFile {
         fail(std::to_string(held - expected) + " unexpected trailing bytes: " + says +
              ", file holds " + std::to_string(held));
     } else {
-      uint64_t most = file_size_ * kMaxGzipRatio;
+      uint64_t most = file_.file_size() * kMaxGzipRatio;
       if (expected + header_bytes_ > most)
         fail("implausible header: " + says + ", but a gzip file of " +
-             std::to_string(file_size_) + " bytes can hold at most " + std::to_string(most) + " bytes");
+             std::to_string(file_.file_size()) + " bytes can hold at most " +
+             std::to_string(most) + " bytes");
     }
     if (expected > SIZE_MAX / 2) fail("implausible header: " + says + ", too large for memory");
 
     std::vector<uint8_t> data;
     size_t want = static_cast<size_t>(expected);
     // A raw file's size was checked above, so its payload can be allocated in one go.
-    data.resize(is_gzip_ ? std::min(want, kFirstGzipChunk) : want);
+    data.resize(file_.is_gzip() ? std::min(want, kFirstGzipChunk) : want);
     size_t have = 0;
     while (have < want) {
       if (have == data.size()) data.resize(std::min(want, 2 * data.size()));
       size_t asked = data.size() - have;
-      size_t got = read_some(data.data() + have, asked);
+      size_t got = file_.read_some(data.data() + have, asked);
       have += got;
       if (got < asked) break;  // end of data
     }
@@ -140,14 +124,7 @@ class IdxFile {
       fail("truncated: " + says + ", file holds " + std::to_string(have) + " bytes of " +
            data_kind + " data" + stream_note());
 
-    // Count what follows without storing it: the trailing part may be large.
-    std::array<uint8_t, 1 << 16> scratch;
-    uint64_t extra = 0;
-    for (;;) {
-      size_t got = read_some(scratch.data(), scratch.size());
-      extra += got;
-      if (got < scratch.size()) break;
-    }
+    uint64_t extra = file_.skip_to_end();
     if (extra > 0)
       fail(std::to_string(extra) + " unexpected trailing bytes: " + says + ", file holds " +
            std::to_string(expected + extra));
@@ -155,42 +132,14 @@ class IdxFile {
   }
 
  private:
-  // Reads up to n bytes; fewer means the data ended. A corrupt gzip stream throws.
-  size_t read_some(uint8_t* dst, size_t n) {
-    size_t total = 0;
-    while (total < n) {
-      unsigned chunk = static_cast<unsigned>(std::min<size_t>(n - total, 1u << 30));
-      int got = gzread(gz_, dst + total, chunk);
-      if (got < 0) fail("corrupt gzip data (zlib: " + zlib_message() + ")");
-      total += static_cast<size_t>(got);
-      if (static_cast<unsigned>(got) < chunk) break;
-    }
-    return total;
-  }
-
-  // zlib's last error without the "path: " it puts in front, as our messages lead with it.
-  std::string zlib_message() {
-    int errnum = Z_OK;
-    const char* msg = gzerror(gz_, &errnum);
-    std::string text = msg ? msg : "";
-    if (text.rfind(path_ + ": ", 0) == 0) text.erase(0, path_.size() + 2);
-    return text;
-  }
-
   // Why a gzip stream stopped early, e.g. "unexpected end of file"; empty if it did not.
   std::string stream_note() {
-    int errnum = Z_OK;
-    gzerror(gz_, &errnum);
-    if (errnum == Z_OK || errnum == Z_STREAM_END) return "";
-    return " (gzip: " + zlib_message() + ")";
+    return file_.stream_cut_short() ? " (gzip: " + file_.zlib_message() + ")" : "";
   }
 
-  std::string path_;
+  ByteReader file_;
   std::string what_;
-  gzFile gz_ = nullptr;
-  uint64_t file_size_ = 0;
   uint64_t header_bytes_ = 0;
-  bool is_gzip_ = false;
 };
 
 uint64_t checked_product(const std::vector<uint32_t>& dims, const IdxFile& file) {
@@ -231,15 +180,6 @@ int max_label(const std::vector<int32_t>& labels) {
   return labels.empty() ? -1 : *std::max_element(labels.begin(), labels.end());
 }
 
-// The file itself if present, else its .gz; empty if neither exists.
-std::string find_idx_file(const fs::path& dir, const std::string& name) {
-  std::error_code ec;
-  // Both can exist after `gunzip -k`; the uncompressed one reads faster.
-  for (const std::string& candidate : {name, name + ".gz"})
-    if (fs::is_regular_file(dir / candidate, ec)) return (dir / candidate).string();
-  return "";
-}
-
 // The directory's own name, also for "data/fashion/" and ".".
 std::string lowercase_dir_name(const std::string& dir) {
   std::error_code ec;
@@ -274,7 +214,7 @@ DataSplits load_idx_dir(const std::string& dir) {
                                             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
   std::array<std::string, 4> paths;
   for (size_t i = 0; i < names.size(); ++i) {
-    paths[i] = find_idx_file(dir, names[i]);
+    paths[i] = find_raw_or_gzip(dir, names[i]);
     if (paths[i].empty())
       throw Error(dir + ": missing " + names[i] + "[.gz]; an IDX dataset directory needs " +
                   names[0] + ", " + names[1] + ", " + names[2] + " and " + names[3] +

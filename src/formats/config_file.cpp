@@ -1,10 +1,11 @@
-// Loading, checking and writing the run configuration.
+// Loading and writing the run configuration.
 //
-// One table (fields_of) lists every key once: its section, its name and where it lives in
-// Config. Reading a file, applying --set overrides, the flat checkpoint form and the TOML
-// writer all walk that table, so adding a key is one line there plus its checks in
-// check_config. Errors are one line, "WHERE: key 'section.key': expected ..., got ...",
-// where WHERE is FILE:LINE for a key read from a file and "--set k=v" for an override.
+// One table (fields_of, config_fields.cpp) lists every key once: its section, its name and
+// where it lives in Config. Reading a file, applying --set overrides, the flat checkpoint
+// form and the TOML writer all walk that table, so adding a key is one line there plus its
+// checks in config_check.cpp. Errors are one line, "WHERE: key 'section.key': expected ...,
+// got ...", where WHERE is FILE:LINE for a key read from a file and "--set k=v" for an
+// override.
 #include "minivit/formats/config_file.h"
 
 #include <toml++/toml.h>
@@ -14,8 +15,6 @@
 #include <cfloat>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
-#include <map>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -24,76 +23,19 @@
 #include "minivit/core/error.h"
 #include "minivit/core/fileio.h"
 #include "minivit/core/utf8.h"
+#include "config_fields.h"
 
 // Without exceptions toml::parse returns a result object instead of throwing, and the
 // error handling below would silently be skipped.
 static_assert(TOML_EXCEPTIONS, "minivit expects toml++ built with exceptions");
 
 namespace minivit {
+
+using namespace config_fields;
+
 namespace {
 
-using FieldTarget = std::variant<int*, int64_t*, uint64_t*, float*, bool*, std::string*,
-                                 std::vector<float>*, std::vector<std::string>*>;
-
-struct Field {
-  std::string_view section;
-  std::string_view key;
-  FieldTarget target;
-  std::string name() const { return std::string(section) + "." + std::string(key); }
-};
-
 constexpr std::string_view kSections[] = {"model", "data", "optim", "train"};
-
-// In file order; config_to_toml writes them in this order.
-std::vector<Field> fields_of(Config& c) {
-  return {
-      {"model", "image_size", &c.model.image_size},
-      {"model", "channels", &c.model.channels},
-      {"model", "patch_size", &c.model.patch_size},
-      {"model", "dim", &c.model.dim},
-      {"model", "depth", &c.model.depth},
-      {"model", "heads", &c.model.heads},
-      {"model", "mlp_dim", &c.model.mlp_dim},
-      {"model", "dropout", &c.model.dropout},
-      {"model", "attention_dropout", &c.model.attention_dropout},
-      {"model", "num_classes", &c.model.num_classes},
-      {"data", "format", &c.data.format},
-      {"data", "path", &c.data.path},
-      {"data", "mean", &c.data.mean},
-      {"data", "std", &c.data.std},
-      {"data", "shuffle", &c.data.shuffle},
-      {"data", "augment", &c.data.augment},
-      {"data", "val_fraction", &c.data.val_fraction},
-      {"data", "class_names", &c.data.class_names},
-      {"data", "label", &c.data.label},
-      {"data", "resize", &c.data.resize},
-      {"data", "crop_padding", &c.data.crop_padding},
-      {"data", "hflip", &c.data.hflip},
-      {"data", "erasing", &c.data.erasing},
-      {"data", "mixup", &c.data.mixup},
-      {"data", "cutmix", &c.data.cutmix},
-      {"data", "mix_prob", &c.data.mix_prob},
-      {"optim", "name", &c.optim.name},
-      {"optim", "lr", &c.optim.lr},
-      {"optim", "weight_decay", &c.optim.weight_decay},
-      {"optim", "beta1", &c.optim.beta1},
-      {"optim", "beta2", &c.optim.beta2},
-      {"optim", "momentum", &c.optim.momentum},
-      {"optim", "schedule", &c.optim.schedule},
-      {"optim", "warmup_steps", &c.optim.warmup_steps},
-      {"optim", "min_lr", &c.optim.min_lr},
-      {"optim", "clip_grad_norm", &c.optim.clip_grad_norm},
-      {"optim", "label_smoothing", &c.optim.label_smoothing},
-      {"train", "epochs", &c.train.epochs},
-      {"train", "max_steps", &c.train.max_steps},
-      {"train", "batch_size", &c.train.batch_size},
-      {"train", "seed", &c.train.seed},
-      {"train", "threads", &c.train.threads},
-      {"train", "out_dir", &c.train.out_dir},
-      {"train", "log_every", &c.train.log_every},
-      {"train", "eval_every", &c.train.eval_every},
-  };
-}
 
 bool is_section(std::string_view name) {
   return std::find(std::begin(kSections), std::end(kSections), name) != std::end(kSections);
@@ -125,10 +67,6 @@ std::string known_keys_hint(std::vector<Field>& fields, std::string_view section
   return hint + ")";
 }
 
-[[noreturn]] void fail(const std::string& where, const std::string& what) {
-  throw Error(where + ": " + what);
-}
-
 std::string at_line(const std::string& source, uint32_t line) {
   // Line 0 means toml++ does not know it (e.g. a table created implicitly by [a.b]).
   return line == 0 ? source : source + ":" + std::to_string(line);
@@ -138,30 +76,6 @@ std::string one_line(std::string_view text) {
   std::string out(text);
   std::replace(out.begin(), out.end(), '\n', ' ');
   return out;
-}
-
-// Shortest text that reads back as the same float, in TOML syntax.
-std::string format_float(float value) {
-  char buffer[64];
-  auto shortest = std::to_chars(buffer, buffer + sizeof buffer, value);
-  std::string text(buffer, shortest.ptr);
-  // toml++ reads floats as double; a shortest-float string could in rare cases round
-  // differently through double than straight to float, so then write the exact double.
-  if (std::isfinite(value) && static_cast<float>(std::strtod(text.c_str(), nullptr)) != value) {
-    auto exact = std::to_chars(buffer, buffer + sizeof buffer, static_cast<double>(value));
-    text.assign(buffer, exact.ptr);
-  }
-  // "1" would read back as a TOML integer; keep it visibly a float.
-  if (text.find_first_of(".eEna") == std::string::npos) text += ".0";
-  return text;
-}
-
-std::string format_string(const std::string& value) {
-  // Basic "..." strings with escapes, on one line, as the flat form needs.
-  std::ostringstream out;
-  out << toml::toml_formatter{toml::value<std::string>(value),
-                              toml::format_flags::allow_unicode_strings};
-  return out.str();
 }
 
 // A value as quoted in an error message: on one line and not too long.
@@ -246,6 +160,23 @@ Expected read_into(const toml::node& node, std::string& out) {
   return std::nullopt;
 }
 
+// A choice is one of its words, e.g. data.format = "cifar10".
+template <IsChoice Choice>
+Expected read_into(const toml::node& node, Choice& out) {
+  std::string word;
+  if (Expected expected = read_into(node, word)) return expected;
+  const std::span<const std::string_view> words = choice_words(out);
+  std::string list;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i] == word) {
+      out = static_cast<Choice>(i);
+      return std::nullopt;
+    }
+    list += (i ? ", " : "") + format_string(std::string(words[i]));
+  }
+  return "one of " + list;
+}
+
 Expected read_into(const toml::node& node, std::vector<float>& out) {
   const toml::array* array = node.as_array();
   if (!array) return "an array of numbers";
@@ -274,28 +205,14 @@ void assign(const Field& field, const toml::node& node, const std::string& where
     fail(where, "key '" + field.name() + "': expected " + *expected + ", got " + describe(node));
 }
 
-// --- writing one value as TOML text --------------------------------------------------------
-
-std::string to_toml_text(int value) { return std::to_string(value); }
-std::string to_toml_text(int64_t value) { return std::to_string(value); }
-std::string to_toml_text(uint64_t value) { return std::to_string(value); }
-std::string to_toml_text(float value) { return format_float(value); }
-std::string to_toml_text(bool value) { return value ? "true" : "false"; }
-std::string to_toml_text(const std::string& value) { return format_string(value); }
-
-template <typename T>
-std::string to_toml_text(const std::vector<T>& values) {
-  std::string text = "[";
-  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + to_toml_text(values[i]);
-  return text + "]";
-}
-
-std::string to_toml_text(const Field& field) {
-  return std::visit([](auto* target) { return to_toml_text(*target); }, field.target);
-}
-
+// Keys whose values TOML writes as strings: text and choices.
 bool is_string_field(const Field& field) {
-  return std::holds_alternative<std::string*>(field.target);
+  return std::visit(
+      [](auto* target) {
+        using Value = std::remove_pointer_t<decltype(target)>;
+        return std::is_same_v<Value, std::string> || IsChoice<Value>;
+      },
+      field.target);
 }
 
 // --- parsing ------------------------------------------------------------------------------
@@ -319,14 +236,6 @@ std::optional<toml::table> parse_toml_value(const std::string& text) {
     return std::nullopt;
   }
 }
-
-// Where each key was set, so checks between keys can point at the line to fix. Keys left
-// at their defaults are absent.
-struct Origin {
-  std::string where;  // "FILE:LINE" or "--set k=v"
-  bool is_override;
-};
-using Origins = std::map<std::string, Origin>;
 
 void read_document(const toml::table& root, const std::string& source, std::vector<Field>& fields,
                    Origins& origins) {
@@ -406,190 +315,6 @@ void apply_override(const std::string& override_text, std::vector<Field>& fields
   origins[field->name()] = {where, true};
 }
 
-// --- checks between and on values --------------------------------------------------------
-
-std::string quoted(const std::string& text) { return format_string(text); }
-
-// Runs every value check, naming the line of the key at fault when `origins` knows it.
-class ConfigChecker {
- public:
-  ConfigChecker(const Config& config, const std::string& source, const Origins& origins)
-      : config_(config), source_(source.empty() ? "config" : source), origins_(origins) {}
-
-  void run() {
-    const ModelConfig& m = config_.model;
-    const DataConfig& d = config_.data;
-    const OptimConfig& o = config_.optim;
-    const TrainConfig& t = config_.train;
-
-    check_finite_floats();
-
-    // Upper bounds far beyond any model this trainer is for; they keep every size product
-    // inside 64-bit arithmetic. Whether a model fits in memory is checked before allocating.
-    positive("model.image_size", m.image_size, 8192);
-    positive("model.channels", m.channels, 16);
-    positive("model.patch_size", m.patch_size, 8192);
-    positive("model.dim", m.dim, 65536);
-    positive("model.depth", m.depth, 4096);
-    positive("model.heads", m.heads, 4096);
-    positive("model.mlp_dim", m.mlp_dim, 262144);
-    at_least("model.num_classes", m.num_classes, 2);
-    positive("model.num_classes", m.num_classes, 1 << 20);
-    // The sizes are positive from here on, so the remainders below are defined.
-    either(m.dim % m.heads == 0,
-           "model.dim", std::to_string(m.dim) + " is not divisible by model.heads = " +
-                            std::to_string(m.heads),
-           "model.heads", std::to_string(m.heads) + " does not divide model.dim = " +
-                              std::to_string(m.dim));
-    either(m.image_size % m.patch_size == 0,
-           "model.image_size", std::to_string(m.image_size) +
-                                   " is not divisible by model.patch_size = " +
-                                   std::to_string(m.patch_size),
-           "model.patch_size", std::to_string(m.patch_size) +
-                                   " does not divide model.image_size = " +
-                                   std::to_string(m.image_size));
-    unit_interval("model.dropout", m.dropout);
-    unit_interval("model.attention_dropout", m.attention_dropout);
-
-    one_of("data.format", d.format, {"idx", "cifar10", "cifar100", "folder"});
-    per_channel("data.mean", d.mean);
-    per_channel("data.std", d.std);
-    for (float s : d.std)
-      if (!(s > 0)) fail_at("data.std", "expected values > 0, got " + to_toml_text(d.std));
-    unit_interval("data.val_fraction", d.val_fraction);
-    one_of("data.label", d.label, {"fine", "coarse"});
-    either(d.crop_padding >= 0 && d.crop_padding < m.image_size,
-           "data.crop_padding", "expected 0 (off) up to model.image_size - 1 = " +
-                                    std::to_string(m.image_size - 1) + ", got " +
-                                    std::to_string(d.crop_padding),
-           "model.image_size", std::to_string(m.image_size) + " is not larger than data.crop_padding = " +
-                                   std::to_string(d.crop_padding));
-    probability("data.hflip", d.hflip);
-    probability("data.erasing", d.erasing);
-    at_least("data.mixup", d.mixup, 0.0f);
-    at_least("data.cutmix", d.cutmix, 0.0f);
-    probability("data.mix_prob", d.mix_prob);
-    size_t classes = static_cast<size_t>(m.num_classes);
-    either(d.class_names.empty() || d.class_names.size() == classes,
-           "data.class_names", "expected " + std::to_string(classes) +
-                                   " names (model.num_classes) or none, got " +
-                                   std::to_string(d.class_names.size()),
-           "model.num_classes", std::to_string(classes) + " classes but data.class_names has " +
-                                    std::to_string(d.class_names.size()) + " names");
-
-    one_of("optim.name", o.name, {"adamw", "sgd"});
-    if (!(o.lr > 0)) fail_at("optim.lr", "expected a value > 0, got " + format_float(o.lr));
-    at_least("optim.weight_decay", o.weight_decay, 0.0f);
-    unit_interval("optim.beta1", o.beta1);
-    unit_interval("optim.beta2", o.beta2);
-    unit_interval("optim.momentum", o.momentum);
-    one_of("optim.schedule", o.schedule, {"cosine", "constant"});
-    at_least("optim.warmup_steps", o.warmup_steps, int64_t{0});
-    at_least("optim.min_lr", o.min_lr, 0.0f);
-    at_least("optim.clip_grad_norm", o.clip_grad_norm, 0.0f);
-    unit_interval("optim.label_smoothing", o.label_smoothing);
-
-    at_least("train.epochs", t.epochs, 1);
-    at_least("train.max_steps", t.max_steps, int64_t{0});
-    at_least("train.batch_size", t.batch_size, 1);
-    // TOML integers are signed 64-bit, so a larger seed could not be written back.
-    if (t.seed > static_cast<uint64_t>(INT64_MAX))
-      fail_at("train.seed", "expected an integer at most " + std::to_string(INT64_MAX) +
-                                ", got " + std::to_string(t.seed));
-    at_least("train.threads", t.threads, 0);
-    if (t.threads > 1024)
-      fail_at("train.threads", "expected 0 (all cores) up to 1024, got " + std::to_string(t.threads));
-    positive("train.batch_size", t.batch_size, 1 << 20);
-    at_least("train.log_every", t.log_every, 1);
-    at_least("train.eval_every", t.eval_every, 1);
-  }
-
- private:
-  std::string where(const std::string& name) const {
-    auto found = origins_.find(name);
-    return found != origins_.end() ? found->second.where : source_;
-  }
-
-  [[noreturn]] void fail_at(const std::string& name, const std::string& message) const {
-    fail(where(name), "key '" + name + "': " + message);
-  }
-
-  // A broken constraint between two keys is reported at the one the user changed, with a
-  // message phrased from that key's side: an override before a file key, a file key
-  // before a default, else the first.
-  void either(bool ok, const std::string& first, const std::string& first_message,
-              const std::string& second, const std::string& second_message) const {
-    if (ok) return;
-    if (rank(second) > rank(first)) fail_at(second, second_message);
-    fail_at(first, first_message);
-  }
-
-  int rank(const std::string& name) const {
-    auto found = origins_.find(name);
-    if (found == origins_.end()) return 0;
-    return found->second.is_override ? 2 : 1;
-  }
-
-  void check_finite_floats() const {
-    Config copy = config_;  // fields_of needs a mutable Config; nothing is written
-    for (const Field& field : fields_of(copy)) {
-      bool finite = true;
-      if (auto* value = std::get_if<float*>(&field.target)) finite = std::isfinite(**value);
-      if (auto* values = std::get_if<std::vector<float>*>(&field.target))
-        for (float v : **values) finite = finite && std::isfinite(v);
-      if (!finite)
-        fail_at(field.name(), "expected a finite number, got " + to_toml_text(field));
-    }
-  }
-
-  void positive(const std::string& name, int value, int maximum = INT32_MAX) const {
-    if (value <= 0 || value > maximum)
-      fail_at(name, "expected a positive integer" +
-                        (maximum < INT32_MAX ? " up to " + std::to_string(maximum) : std::string()) +
-                        ", got " + std::to_string(value));
-  }
-
-  template <typename T>
-  void at_least(const std::string& name, T value, T minimum) const {
-    if (!(value >= minimum))
-      fail_at(name, "expected a value >= " + to_toml_text(minimum) + ", got " +
-                        to_toml_text(value));
-  }
-
-  void probability(const std::string& name, float value) const {
-    if (!(value >= 0.0f && value <= 1.0f))
-      fail_at(name, "expected a probability in [0, 1], got " + format_float(value));
-  }
-
-  void unit_interval(const std::string& name, float value) const {
-    if (!(value >= 0 && value < 1))
-      fail_at(name, "expected a value in [0, 1), got " + format_float(value));
-  }
-
-  void one_of(const std::string& name, const std::string& value,
-              std::initializer_list<const char*> choices) const {
-    std::string list;
-    for (const char* choice : choices) {
-      if (value == choice) return;
-      list += (list.empty() ? "" : ", ") + quoted(choice);
-    }
-    fail_at(name, "expected one of " + list + ", got " + quoted(value));
-  }
-
-  void per_channel(const std::string& name, const std::vector<float>& values) const {
-    size_t channels = static_cast<size_t>(config_.model.channels);
-    either(values.size() == channels,
-           name, "expected one value per channel (model.channels = " +
-                     std::to_string(channels) + "), got " + to_toml_text(values),
-           "model.channels", std::to_string(channels) + " channels but " + name +
-                                 " has length " + std::to_string(values.size()));
-  }
-
-  const Config& config_;
-  std::string source_;
-  const Origins& origins_;
-};
-
 }  // namespace
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
@@ -604,12 +329,8 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   Origins origins;
   read_document(parse_toml(toml_text, source_name), source_name, fields, origins);
   for (const std::string& override_text : overrides) apply_override(override_text, fields, origins);
-  ConfigChecker(config, source_name, origins).run();
+  check_config(config, source_name, origins);
   return config;
-}
-
-void validate_config(const Config& config) {
-  ConfigChecker(config, config.source, Origins{}).run();
 }
 
 std::string config_to_toml(const Config& config) {

@@ -76,12 +76,6 @@ std::string crc32_hex(const char* data, size_t size) {
   return buf;
 }
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 float half_to_float(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
@@ -167,6 +161,12 @@ struct Entry {
 
 }  // namespace
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
 std::string safetensors_bytes(const std::vector<TensorRef>& tensors,
                               std::map<std::string, std::string> metadata) {
   // ordered_json keeps the header in the order the data area has, which is what a human
@@ -185,9 +185,9 @@ std::string safetensors_bytes(const std::vector<TensorRef>& tensors,
     for (int64_t d : t.shape) {
       if (d < 0)
         throw Error("safetensors: tensor " + in_quotes(t.name) + " has a negative dimension " +
-                    shape_str(t.shape));
+                    shape_text(t.shape));
       if (__builtin_mul_overflow(count, static_cast<uint64_t>(d), &count))
-        throw Error("safetensors: tensor " + in_quotes(t.name) + " shape " + shape_str(t.shape) +
+        throw Error("safetensors: tensor " + in_quotes(t.name) + " shape " + shape_text(t.shape) +
                     " is too large");
     }
     uint64_t bytes;
@@ -338,7 +338,7 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
     uint64_t nbytes = 0;
     overflow = overflow || __builtin_mul_overflow(count, uint64_t{dtype->size}, &nbytes);
     if (overflow || nbytes != e.end - e.begin)
-      throw fail(what + " shape " + shape_str(e.shape) + " of " + e.dtype + " needs " +
+      throw fail(what + " shape " + shape_text(e.shape) + " of " + e.dtype + " needs " +
                  (overflow ? std::string("more bytes than fit in 64") : std::to_string(nbytes)) +
                  " bytes but data_offsets " + range + " hold " + std::to_string(e.end - e.begin));
     if (e.end > data_size)

@@ -6,6 +6,7 @@
 
 #include "minivit/core/error.h"
 #include "minivit/core/progress.h"
+#include "minivit/data/dataset.h"
 #include "minivit/model/predict.h"
 
 namespace minivit {
@@ -153,18 +154,17 @@ static nlohmann::ordered_json patches_json(const std::vector<PatchWeight>& top) 
   return out;
 }
 
-static std::string class_name(const std::vector<std::string>* names, int k) {
-  return names && size_t(k) < names->size() ? (*names)[size_t(k)] : std::to_string(k);
-}
-
 nlohmann::ordered_json attention_summary(const SummaryInputs& in) {
   const Tensor4& att = in.maps->att;
   const int L = int(att.shape(0)), H = int(att.shape(1)), T = int(att.shape(2));
   const int N = T - 1, G = int(in.rollout->shape(0));
   nlohmann::ordered_json j;
   nlohmann::ordered_json top5 = nlohmann::ordered_json::array();
+  const std::vector<std::string> class_names =
+      class_names_for(in.class_names ? *in.class_names : std::vector<std::string>(),
+                      int(in.maps->probs.size()));
   for (const ClassScore& s : top_classes(in.maps->probs, 5))
-    top5.push_back({{"class", class_name(in.class_names, s.index)}, {"index", s.index},
+    top5.push_back({{"class", class_names[size_t(s.index)]}, {"index", s.index},
                     {"probability", s.probability}});
   j["prediction"] = {{"class", top5[0]["class"]}, {"index", top5[0]["index"]},
                      {"probability", top5[0]["probability"]}, {"top5", top5}};

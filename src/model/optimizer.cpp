@@ -9,7 +9,7 @@ namespace minivit {
 
 float learning_rate(const OptimConfig& c, int64_t step, int64_t total_steps) {
   if (step < c.warmup_steps) return c.lr * float(step + 1) / float(c.warmup_steps);
-  if (c.schedule == "constant") return c.lr;
+  if (c.schedule == LrSchedule::constant) return c.lr;
   const int64_t decay_steps = total_steps - c.warmup_steps;
   if (decay_steps <= 1) return c.lr;
   const double progress = double(step - c.warmup_steps) / double(decay_steps - 1);
@@ -51,7 +51,7 @@ void Optimizer::step(ViT& model, float lr) {
   float* m_ = m.data();
   float* v_ = v.data();
   const OptimConfig& c = config;
-  if (c.name == "adamw") {
+  if (c.name == OptimizerKind::adamw) {
     const float b1 = c.beta1, b2 = c.beta2, eps = 1e-8f;
     const float bias1 = 1.0f - float(std::pow(double(b1), double(steps_taken)));
     const float bias2 = 1.0f - float(std::pow(double(b2), double(steps_taken)));

@@ -134,9 +134,7 @@ void Trainer::prepare_data() {
   check_data_fits_model(data_.test, config_.model, config_.data.path + " (test split)");
   train_indices_ = images_of_split(data_, Split::train, config_).indices;
   val_indices_ = images_of_split(data_, Split::val, config_).indices;
-  class_names_ = data_.train.class_names;
-  for (int k = int(class_names_.size()); k < config_.model.num_classes; ++k)
-    class_names_.push_back("class_" + std::to_string(k));
+  class_names_ = class_names_for(data_.train.class_names, config_.model.num_classes);
   batch_size_ = config_.train.batch_size;
   steps_per_epoch_ = int64_t(train_indices_.size()) / batch_size_;
   if (steps_per_epoch_ == 0)

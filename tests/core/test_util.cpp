@@ -2,8 +2,11 @@
 
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <catch2/catch.hpp>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "minivit/core/rng.h"
@@ -39,6 +42,25 @@ void write_text(const std::string& path, const std::string& text) {
 }
 
 std::string read_text(const std::string& path) { return slurp(path); }
+
+void write_raw(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(out.good());
+}
+
+void write_gz(const std::string& path, const std::string& bytes) {
+  gzFile gz = gzopen(path.c_str(), "wb");
+  REQUIRE(gz != nullptr);
+  REQUIRE(gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size())) ==
+          static_cast<int>(bytes.size()));
+  REQUIRE(gzclose(gz) == Z_OK);
+}
+
+std::string read_raw(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 void write_tiny_idx_dataset(const std::string& dir, int n_train, int n_test, int size,
                             int classes, uint64_t seed) {

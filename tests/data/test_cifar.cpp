@@ -3,7 +3,6 @@
 // into, every error a broken download gives, and a train + eval run on a tiny CIFAR-10.
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -25,6 +24,9 @@ using minivit::Error;
 using minivit_test::RunResult;
 using minivit_test::run_minivit;
 using minivit_test::TempDir;
+using minivit_test::read_raw;
+using minivit_test::write_gz;
+using minivit_test::write_raw;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
@@ -66,25 +68,6 @@ std::string cifar100_records(int first_image, int n) {
     out += pixels_of(i);
   }
   return out;
-}
-
-void write_raw(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
-
-void write_gz(const std::string& path, const std::string& bytes) {
-  gzFile gz = gzopen(path.c_str(), "wb");
-  REQUIRE(gz != nullptr);
-  REQUIRE(gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size())) ==
-          static_cast<int>(bytes.size()));
-  REQUIRE(gzclose(gz) == Z_OK);
-}
-
-std::string read_raw(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // data_batch_1.bin .. data_batch_5.bin with images 0..14 in order, test_batch.bin with
@@ -238,13 +221,13 @@ TEST_CASE("cifar100 reads fine or coarse labels and every pixel exactly", "[data
   }
   SECTION("through load_data, data.label picks the label") {
     minivit::DataConfig data;
-    data.format = "cifar100";
+    data.format = minivit::DataFormat::cifar100;
     data.path = tmp.str();
-    data.label = "coarse";
+    data.label = Cifar100Label::coarse;
     minivit::DataSplits s = minivit::load_data(data, minivit::ModelConfig{});
     CHECK(s.train.num_classes == 20);
     CHECK(s.train.labels[1] == coarse_label(1));
-    data.label = "fine";
+    data.label = Cifar100Label::fine;
     CHECK(minivit::load_data(data, minivit::ModelConfig{}).train.labels[1] == fine_label(1));
   }
 }

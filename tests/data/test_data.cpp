@@ -79,9 +79,16 @@ TEST_CASE("data that does not fit the model is refused before training", "[data]
 
 TEST_CASE("load_data with format cifar10 on a missing path names the path", "[data]") {
   DataConfig c;
-  c.format = "cifar10";
+  c.format = DataFormat::cifar10;
   c.path = "/nonexistent/minivit/cifar-10-batches-bin";
   CHECK_THROWS_WITH(load_data(c, ModelConfig{}),
                     Contains("/nonexistent/minivit/cifar-10-batches-bin") &&
                         Contains("no such directory"));
+}
+
+TEST_CASE("class names are padded up to the model's classes", "[data]") {
+  using Names = std::vector<std::string>;
+  CHECK(class_names_for({"cat", "dog"}, 4) == Names{"cat", "dog", "class_2", "class_3"});
+  CHECK(class_names_for({}, 2) == Names{"class_0", "class_1"});
+  CHECK(class_names_for({"a", "b", "c"}, 3) == Names{"a", "b", "c"});
 }

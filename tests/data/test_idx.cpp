@@ -1,6 +1,5 @@
 // IDX loading: exact round trips of small generated files (raw and gzip), every error a
 // user can hit with a broken download, and the real Fashion-MNIST when it is installed.
-#include <zlib.h>
 
 #include <array>
 #include <catch2/catch.hpp>
@@ -18,6 +17,8 @@
 
 using minivit::Error;
 using minivit_test::TempDir;
+using minivit_test::write_gz;
+using minivit_test::write_raw;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -36,20 +37,6 @@ std::string idx_bytes(uint32_t magic, const std::vector<uint32_t>& dims,
   for (uint32_t d : dims) put_be32(out, d);
   out.append(payload.begin(), payload.end());
   return out;
-}
-
-void write_raw(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
-
-void write_gz(const std::string& path, const std::string& bytes) {
-  gzFile gz = gzopen(path.c_str(), "wb");
-  REQUIRE(gz != nullptr);
-  REQUIRE(gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size())) ==
-          static_cast<int>(bytes.size()));
-  REQUIRE(gzclose(gz) == Z_OK);
 }
 
 void write_idx(const std::string& path, const std::string& bytes) {

@@ -140,6 +140,12 @@ TEST_CASE("safetensors writer lays tensors out contiguously in the order given",
         std::string::npos);
 }
 
+TEST_CASE("shape_text writes a shape as a bracketed list", "[safetensors]") {
+  CHECK(minivit::shape_text({2, 3, 4}) == "[2, 3, 4]");
+  CHECK(minivit::shape_text({7}) == "[7]");
+  CHECK(minivit::shape_text({}) == "[]");
+}
+
 TEST_CASE("safetensors header is padded with spaces so the data starts at a multiple of 8",
           "[safetensors]") {
   std::vector<float> a = {1, 2, 3};

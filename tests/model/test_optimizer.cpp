@@ -24,7 +24,7 @@ TEST_CASE("AdamW: two steps match torch.optim.AdamW's rule, decay on matrices on
   ViT model(small());
   for (int64_t i = 0; i < model.num_params; ++i) model.weights.data()[i] = 0.5f;
   OptimConfig oc;
-  oc.name = "adamw";
+  oc.name = OptimizerKind::adamw;
   oc.weight_decay = 0.1f;
   oc.beta1 = 0.9f;
   oc.beta2 = 0.99f;
@@ -59,7 +59,7 @@ TEST_CASE("SGD with momentum matches torch.optim.SGD", "[optim]") {
   ViT model(small());
   for (int64_t i = 0; i < model.num_params; ++i) model.weights.data()[i] = 1.0f;
   OptimConfig oc;
-  oc.name = "sgd";
+  oc.name = OptimizerKind::sgd;
   oc.momentum = 0.9f;
   oc.weight_decay = 0.01f;
   Optimizer opt(oc, model.num_params);
@@ -78,7 +78,7 @@ TEST_CASE("SGD with momentum matches torch.optim.SGD", "[optim]") {
 TEST_CASE("plain SGD is w -= lr * g", "[optim]") {
   ViT model(small());
   OptimConfig oc;
-  oc.name = "sgd";
+  oc.name = OptimizerKind::sgd;
   oc.momentum = 0.0f;
   oc.weight_decay = 0.0f;
   Optimizer opt(oc, model.num_params);
@@ -95,14 +95,14 @@ TEST_CASE("learning-rate schedule: warm-up, cosine to min_lr, constant", "[optim
   c.lr = 1.0f;
   c.min_lr = 0.1f;
   c.warmup_steps = 4;
-  c.schedule = "cosine";
+  c.schedule = LrSchedule::cosine;
   CHECK(learning_rate(c, 0, 104) == Approx(0.25));
   CHECK(learning_rate(c, 3, 104) == Approx(1.0));
   CHECK(learning_rate(c, 4, 104) == Approx(1.0));
   CHECK(learning_rate(c, 103, 104) == Approx(0.1));
   CHECK(learning_rate(c, 4 + 99 / 2.0, 104) == Approx(0.55).epsilon(0.02));
   for (int s = 5; s < 104; ++s) CHECK(learning_rate(c, s, 104) <= learning_rate(c, s - 1, 104));
-  c.schedule = "constant";
+  c.schedule = LrSchedule::constant;
   CHECK(learning_rate(c, 50, 104) == 1.0f);
   c.warmup_steps = 0;
   CHECK(learning_rate(c, 0, 104) == 1.0f);

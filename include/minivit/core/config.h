@@ -8,6 +8,19 @@
 
 namespace minivit {
 
+// Keys that pick one of a fixed set. A config file names each value by its enumerator's
+// name ("cifar10", "sgd"); formats/config_file.h maps between the two.
+enum class DataFormat { idx, cifar10, cifar100, folder };
+
+// Which of a CIFAR-100 record's two label bytes becomes the label.
+enum class Cifar100Label {
+  fine,    // 100 classes
+  coarse,  // 20 superclasses
+};
+
+enum class OptimizerKind { adamw, sgd };
+enum class LrSchedule { cosine, constant };
+
 struct ModelConfig {
   int image_size = 28;
   int channels = 1;
@@ -28,7 +41,7 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string format = "idx";  // idx | cifar10 | cifar100 | folder
+  DataFormat format = DataFormat::idx;
   std::string path = "/usr/share/datasets/fashion-mnist";
   std::vector<float> mean = {0.2860f};  // one per channel
   std::vector<float> std = {0.3530f};
@@ -36,7 +49,7 @@ struct DataConfig {
   bool augment = true;
   float val_fraction = 0.1f;             // carved from the end of the training split
   std::vector<std::string> class_names;  // empty: from the dataset
-  std::string label = "fine";            // cifar100: fine (100 classes) | coarse (20)
+  Cifar100Label label = Cifar100Label::fine;  // cifar100 only
   bool resize = true;                    // folder: resize every image to model.image_size
 
   // Augmentation of the training split (applied only when `augment` is true; each is off
@@ -54,13 +67,13 @@ struct DataConfig {
 };
 
 struct OptimConfig {
-  std::string name = "adamw";  // adamw | sgd
+  OptimizerKind name = OptimizerKind::adamw;
   float lr = 1e-3f;
   float weight_decay = 0.05f;
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float momentum = 0.9f;
-  std::string schedule = "cosine";  // cosine | constant
+  LrSchedule schedule = LrSchedule::cosine;
   int64_t warmup_steps = 0;
   float min_lr = 0.0f;
   float clip_grad_norm = 0.0f;  // 0 = off

@@ -6,15 +6,10 @@
 // Files may also be gzip-compressed (name.bin.gz); zlib reads both transparently.
 #include <string>
 
+#include "minivit/core/config.h"
 #include "minivit/data/dataset.h"
 
 namespace minivit {
-
-// Which of a CIFAR-100 record's two label bytes becomes the label.
-enum class Cifar100Label {
-  fine,    // 100 classes
-  coarse,  // 20 superclasses
-};
 
 // Loads CIFAR-10 from a directory holding data_batch_1.bin .. data_batch_5.bin (train,
 // concatenated in that order) and test_batch.bin, each optionally .gz. The directory the

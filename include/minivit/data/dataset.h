@@ -21,6 +21,15 @@ struct Dataset {
   int width() const { return static_cast<int>(images.shape(3)); }
 };
 
+// The names of a model's num_classes outputs: `names` as the data source gave them, then
+// "class_K" for each class past their end, as a model may have more classes than its data.
+inline std::vector<std::string> class_names_for(std::vector<std::string> names,
+                                                int num_classes) {
+  for (int k = static_cast<int>(names.size()); k < num_classes; ++k)
+    names.push_back("class_" + std::to_string(k));
+  return names;
+}
+
 // Train and test splits of one data source. The validation split is carved from `train`
 // by the trainer (val_fraction), not here.
 struct DataSplits {

@@ -3,6 +3,7 @@
 // writing. Loading checks types, unknown keys and impossible values, naming the file, line
 // and key at fault.
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -30,5 +31,11 @@ std::string config_to_toml(const Config& config);
 std::vector<std::pair<std::string, std::string>> config_to_flat(const Config& config);
 Config config_from_flat(const std::vector<std::pair<std::string, std::string>>& flat,
                         const std::string& source_name);
+
+// The word a config file uses for a choice ("cifar10", "sgd"), as config_to_toml writes it.
+std::string_view config_name(DataFormat format);
+std::string_view config_name(Cifar100Label label);
+std::string_view config_name(OptimizerKind optimizer);
+std::string_view config_name(LrSchedule schedule);
 
 }  // namespace minivit

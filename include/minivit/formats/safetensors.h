@@ -43,4 +43,7 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
 SafetensorsFile read_safetensors(const std::string& path);
 SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& source_name);
 
+// A tensor shape as messages and `minivit info` print it: "[2, 3, 4]".
+std::string shape_text(const std::vector<int64_t>& shape);
+
 }  // namespace minivit

@@ -1,0 +1,135 @@
+// The table of config keys and the TOML text of their values.
+#include "config_fields.h"
+
+#include <toml++/toml.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "minivit/core/error.h"
+
+namespace minivit::config_fields {
+
+namespace {
+
+constexpr std::string_view kDataFormats[] = {"idx", "cifar10", "cifar100", "folder"};
+constexpr std::string_view kCifar100Labels[] = {"fine", "coarse"};
+constexpr std::string_view kOptimizers[] = {"adamw", "sgd"};
+constexpr std::string_view kLrSchedules[] = {"cosine", "constant"};
+
+}  // namespace
+
+std::span<const std::string_view> choice_words(DataFormat) { return kDataFormats; }
+std::span<const std::string_view> choice_words(Cifar100Label) { return kCifar100Labels; }
+std::span<const std::string_view> choice_words(OptimizerKind) { return kOptimizers; }
+std::span<const std::string_view> choice_words(LrSchedule) { return kLrSchedules; }
+
+std::vector<Field> fields_of(Config& c) {
+  return {
+      {"model", "image_size", &c.model.image_size},
+      {"model", "channels", &c.model.channels},
+      {"model", "patch_size", &c.model.patch_size},
+      {"model", "dim", &c.model.dim},
+      {"model", "depth", &c.model.depth},
+      {"model", "heads", &c.model.heads},
+      {"model", "mlp_dim", &c.model.mlp_dim},
+      {"model", "dropout", &c.model.dropout},
+      {"model", "attention_dropout", &c.model.attention_dropout},
+      {"model", "num_classes", &c.model.num_classes},
+      {"data", "format", &c.data.format},
+      {"data", "path", &c.data.path},
+      {"data", "mean", &c.data.mean},
+      {"data", "std", &c.data.std},
+      {"data", "shuffle", &c.data.shuffle},
+      {"data", "augment", &c.data.augment},
+      {"data", "val_fraction", &c.data.val_fraction},
+      {"data", "class_names", &c.data.class_names},
+      {"data", "label", &c.data.label},
+      {"data", "resize", &c.data.resize},
+      {"data", "crop_padding", &c.data.crop_padding},
+      {"data", "hflip", &c.data.hflip},
+      {"data", "erasing", &c.data.erasing},
+      {"data", "mixup", &c.data.mixup},
+      {"data", "cutmix", &c.data.cutmix},
+      {"data", "mix_prob", &c.data.mix_prob},
+      {"optim", "name", &c.optim.name},
+      {"optim", "lr", &c.optim.lr},
+      {"optim", "weight_decay", &c.optim.weight_decay},
+      {"optim", "beta1", &c.optim.beta1},
+      {"optim", "beta2", &c.optim.beta2},
+      {"optim", "momentum", &c.optim.momentum},
+      {"optim", "schedule", &c.optim.schedule},
+      {"optim", "warmup_steps", &c.optim.warmup_steps},
+      {"optim", "min_lr", &c.optim.min_lr},
+      {"optim", "clip_grad_norm", &c.optim.clip_grad_norm},
+      {"optim", "label_smoothing", &c.optim.label_smoothing},
+      {"train", "epochs", &c.train.epochs},
+      {"train", "max_steps", &c.train.max_steps},
+      {"train", "batch_size", &c.train.batch_size},
+      {"train", "seed", &c.train.seed},
+      {"train", "threads", &c.train.threads},
+      {"train", "out_dir", &c.train.out_dir},
+      {"train", "log_every", &c.train.log_every},
+      {"train", "eval_every", &c.train.eval_every},
+  };
+}
+
+[[noreturn]] void fail(const std::string& where, const std::string& what) {
+  throw Error(where + ": " + what);
+}
+
+std::string format_float(float value) {
+  char buffer[64];
+  auto shortest = std::to_chars(buffer, buffer + sizeof buffer, value);
+  std::string text(buffer, shortest.ptr);
+  // toml++ reads floats as double; a shortest-float string could in rare cases round
+  // differently through double than straight to float, so then write the exact double.
+  if (std::isfinite(value) && static_cast<float>(std::strtod(text.c_str(), nullptr)) != value) {
+    auto exact = std::to_chars(buffer, buffer + sizeof buffer, static_cast<double>(value));
+    text.assign(buffer, exact.ptr);
+  }
+  // "1" would read back as a TOML integer; keep it visibly a float.
+  if (text.find_first_of(".eEna") == std::string::npos) text += ".0";
+  return text;
+}
+
+std::string format_string(const std::string& value) {
+  // Basic "..." strings with escapes, on one line, as the flat form needs.
+  std::ostringstream out;
+  out << toml::toml_formatter{toml::value<std::string>(value),
+                              toml::format_flags::allow_unicode_strings};
+  return out.str();
+}
+
+std::string to_toml_text(int value) { return std::to_string(value); }
+std::string to_toml_text(int64_t value) { return std::to_string(value); }
+std::string to_toml_text(uint64_t value) { return std::to_string(value); }
+std::string to_toml_text(float value) { return format_float(value); }
+std::string to_toml_text(bool value) { return value ? "true" : "false"; }
+std::string to_toml_text(const std::string& value) { return format_string(value); }
+
+std::string to_toml_text(const Field& field) {
+  return std::visit([](auto* target) { return to_toml_text(*target); }, field.target);
+}
+
+}  // namespace minivit::config_fields
+
+namespace minivit {
+
+namespace {
+
+template <config_fields::IsChoice Choice>
+std::string_view word_of(Choice value) {
+  return config_fields::choice_words(value)[static_cast<size_t>(value)];
+}
+
+}  // namespace
+
+std::string_view config_name(DataFormat format) { return word_of(format); }
+std::string_view config_name(Cifar100Label label) { return word_of(label); }
+std::string_view config_name(OptimizerKind optimizer) { return word_of(optimizer); }
+std::string_view config_name(LrSchedule schedule) { return word_of(schedule); }
+
+}  // namespace minivit

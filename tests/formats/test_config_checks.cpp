@@ -1,0 +1,117 @@
+// Config checks: each impossible value or combination of keys is refused with a message
+// naming the key and the line (or override) to fix; configs built in code are checked too.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "minivit/formats/config_file.h"
+
+using Catch::Matchers::Contains;
+using minivit::Config;
+using minivit::parse_config;
+
+TEST_CASE("dim not divisible by heads names the line of the key", "[config]") {
+  REQUIRE_THROWS_WITH(parse_config("[model]\ndim = 100\nheads = 3\n", "cfg.toml"),
+                      "cfg.toml:2: key 'model.dim': 100 is not divisible by model.heads = 3");
+  // Only heads was written: that is the line to fix.
+  REQUIRE_THROWS_WITH(parse_config("[model]\n\nheads = 5\n", "cfg.toml"),
+                      "cfg.toml:3: key 'model.heads': 5 does not divide model.dim = 64");
+}
+
+TEST_CASE("image_size not divisible by patch_size names the line of the key", "[config]") {
+  REQUIRE_THROWS_WITH(parse_config("[model]\nimage_size = 30\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'model.image_size': 30 is not divisible by "
+                               "model.patch_size = 4"));
+}
+
+TEST_CASE("out-of-range values name the key and line", "[config]") {
+  REQUIRE_THROWS_WITH(parse_config("[optim]\nname = \"sgd\"\nlr = -0.1\n", "cfg.toml"),
+                      "cfg.toml:3: key 'optim.lr': expected a value > 0, got -0.1");
+  REQUIRE_THROWS_WITH(parse_config("[model]\ndropout = 1.0\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'model.dropout': expected a value in [0, 1)"));
+  REQUIRE_THROWS_WITH(parse_config("[model]\ndepth = 0\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'model.depth': expected a positive integer"));
+  REQUIRE_THROWS_WITH(parse_config("[model]\nnum_classes = 1\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'model.num_classes'"));
+  REQUIRE_THROWS_WITH(parse_config("[optim]\nbeta2 = 1\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'optim.beta2'"));
+  REQUIRE_THROWS_WITH(parse_config("[optim]\nwarmup_steps = -1\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'optim.warmup_steps': expected a value >= 0"));
+  REQUIRE_THROWS_WITH(parse_config("[train]\nbatch_size = 0\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'train.batch_size': expected a value >= 1"));
+  REQUIRE_THROWS_WITH(parse_config("[train]\nlog_every = 0\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'train.log_every'"));
+  REQUIRE_THROWS_WITH(parse_config("[data]\nstd = [0.0]\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.std': expected values > 0"));
+  REQUIRE_THROWS_WITH(parse_config("[data]\nval_fraction = -0.5\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.val_fraction'"));
+  // Sizes no machine could hold are refused before any arithmetic on them can overflow.
+  REQUIRE_THROWS_WITH(parse_config("[model]\ndim = 1000000\nheads = 1\n", "cfg.toml"),
+                      "cfg.toml:2: key 'model.dim': expected a positive integer up to 65536, got 1000000");
+  REQUIRE_THROWS_WITH(parse_config("[model]\nnum_classes = 2000000000\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'model.num_classes'"));
+  REQUIRE_THROWS_WITH(parse_config("[train]\nthreads = 100000\n", "cfg.toml"),
+                      "cfg.toml:2: key 'train.threads': expected 0 (all cores) up to 1024, got 100000");
+}
+
+TEST_CASE("augmentation keys are checked", "[config]") {
+  REQUIRE_THROWS_WITH(parse_config("[data]\ncrop_padding = -1\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.crop_padding': expected 0 (off) up to"));
+  REQUIRE_THROWS_WITH(parse_config("[data]\ncrop_padding = 28\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.crop_padding'") && Contains("got 28"));
+  REQUIRE_THROWS_WITH(parse_config("[data]\nhflip = 1.5\n", "cfg.toml"),
+                      "cfg.toml:2: key 'data.hflip': expected a probability in [0, 1], got 1.5");
+  REQUIRE_THROWS_WITH(parse_config("[data]\nerasing = -0.1\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.erasing'"));
+  REQUIRE_THROWS_WITH(parse_config("[data]\nmixup = -1.0\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.mixup': expected a value >= 0"));
+  REQUIRE_THROWS_WITH(parse_config("[data]\ncutmix = nan\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.cutmix': expected a finite number"));
+  REQUIRE_THROWS_WITH(parse_config("[data]\nmix_prob = 2\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.mix_prob'"));
+  REQUIRE_THROWS_WITH(parse_config("[data]\nlabel = \"medium\"\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.label': expected one of \"fine\", \"coarse\""));
+  // Probabilities include 1: every image flipped is a valid choice.
+  CHECK_NOTHROW(parse_config("[data]\nhflip = 1.0\nerasing = 1.0\nmix_prob = 1.0\n", "ok"));
+}
+
+TEST_CASE("mean and std must have one value per channel", "[config]") {
+  REQUIRE_THROWS_WITH(parse_config("[data]\nmean = [0.5, 0.5]\n", "cfg.toml"),
+                      "cfg.toml:2: key 'data.mean': expected one value per channel "
+                      "(model.channels = 1), got [0.5, 0.5]");
+  // Only channels was written: point there.
+  REQUIRE_THROWS_WITH(parse_config("[model]\nchannels = 3\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'model.channels': 3 channels but data.mean"));
+  CHECK_NOTHROW(parse_config(
+      "[model]\nchannels = 3\n[data]\nmean = [0.5, 0.5, 0.5]\nstd = [0.2, 0.2, 0.2]\n", "ok"));
+}
+
+TEST_CASE("class_names must be empty or one per class", "[config]") {
+  REQUIRE_THROWS_WITH(parse_config("[data]\nclass_names = [\"a\", \"b\"]\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'data.class_names': expected 10 names"));
+}
+
+TEST_CASE("enumerations reject unknown choices", "[config]") {
+  REQUIRE_THROWS_WITH(parse_config("[data]\nformat = \"csv\"\n", "cfg.toml"),
+                      "cfg.toml:2: key 'data.format': expected one of \"idx\", \"cifar10\", "
+                      "\"cifar100\", \"folder\", got \"csv\"");
+  REQUIRE_THROWS_WITH(parse_config("[optim]\nname = \"adam\"\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'optim.name'") && Contains("\"adam\""));
+  REQUIRE_THROWS_WITH(parse_config("[optim]\nschedule = \"linear\"\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'optim.schedule'"));
+}
+
+TEST_CASE("validate_config checks configs built in code, without a line", "[config]") {
+  Config c;
+  c.source = "mem";
+  CHECK_NOTHROW(minivit::validate_config(c));
+  c.model.dim = 100;
+  c.model.heads = 3;
+  REQUIRE_THROWS_WITH(minivit::validate_config(c),
+                      "mem: key 'model.dim': 100 is not divisible by model.heads = 3");
+  Config nameless;
+  nameless.optim.lr = 0;
+  REQUIRE_THROWS_WITH(minivit::validate_config(nameless), Contains("key 'optim.lr'"));
+  Config huge_seed;
+  huge_seed.train.seed = ~0ull;  // not representable as a TOML integer
+  REQUIRE_THROWS_WITH(minivit::validate_config(huge_seed), Contains("key 'train.seed'"));
+}
