@@ -35,7 +35,13 @@ enum class Dim : uint8_t {
 };
 
 // When a buffer exists.
-enum class Needs : uint8_t { always, in_training, with_dropout, with_attention_dropout };
+enum class Needs : uint8_t {
+  always,
+  in_training,
+  with_dropout,
+  with_attention_dropout,
+  with_learned_scores,  // training an attention form with parameters of its own
+};
 
 template <class Owner>
 struct BufferSpec {
@@ -101,6 +107,7 @@ const BufferSpec<Act> kModelBuffers[] = {
      {LayerNormScratch, one, one, one},
      in_training},
     {"attention_scratch", &Act::attention_scratch, {Slots, SlotFloats, one, one}, always},
+    {"score_grad_pairs", &Act::score_grad_pairs, {B, D, one, one}, with_learned_scores},
 };
 
 // Threads the attention core may use: the pool's size, or the core count if larger, so
@@ -149,6 +156,9 @@ bool needed(Needs needs, const ModelConfig& c, bool training) {
       return training && c.dropout > 0.0f;
     case with_attention_dropout:
       return training && c.attention_dropout > 0.0f;
+    case with_learned_scores:
+      return training &&
+             (c.attention == AttentionForm::additive || c.attention == AttentionForm::cosine);
   }
   return false;
 }

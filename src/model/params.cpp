@@ -15,7 +15,7 @@ struct Init {
 }  // namespace
 
 std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
-  const int64_t D = c.dim, M = c.mlp_dim, K = c.num_classes, T = c.tokens();
+  const int64_t D = c.dim, M = c.mlp_dim, K = c.num_classes, T = c.tokens(), H = c.heads;
   // Conv2d's default (Kaiming-uniform with a = sqrt 5) gives bound 1/sqrt(fan_in) for both
   // weight and bias; timm leaves the patch projection at that default.
   const Init patch{ParamInit::uniform, 1.0 / std::sqrt(double(c.patch_len()))};
@@ -51,6 +51,12 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
     add_block(l, "norm1.bias", {D}, zeros, false, &B::norm1_b);
     add_block(l, "attn.qkv.weight", {3 * D, D}, weight, true, &B::qkv_w);
     add_block(l, "attn.qkv.bias", {3 * D}, zeros, false, &B::qkv_b);
+    // minivit's own score parameters, after timm's qkv as Swin v2 places its logit_scale.
+    if (c.attention == AttentionForm::additive)
+      add_block(l, "attn.additive_v", {H, D / H}, weight, false, &B::additive_v);
+    if (c.attention == AttentionForm::cosine)
+      add_block(l, "attn.logit_scale", {H, 1, 1}, {ParamInit::constant, std::log(10.0)}, false,
+                &B::logit_scale);
     add_block(l, "attn.proj.weight", {D, D}, weight, true, &B::proj_w);
     add_block(l, "attn.proj.bias", {D}, zeros, false, &B::proj_b);
     add_block(l, "norm2.weight", {D}, ones, false, &B::norm2_w);
@@ -123,6 +129,7 @@ void init_params(float* weights, const std::vector<ParamSpec>& specs, uint64_t s
       case ParamInit::normal:
         for (int64_t i = 0; i < s.size; ++i) p[i] = float(s.init_scale * rng_normal(key, i));
         break;
+      case ParamInit::constant: std::fill(p, p + s.size, float(s.init_scale)); break;
       case ParamInit::uniform:
         for (int64_t i = 0; i < s.size; ++i)
           p[i] = float((2.0 * rng_uniform(key, i) - 1.0) * s.init_scale);

@@ -133,7 +133,8 @@ static bool built_for(const ModelConfig& built, const ModelConfig& c) {
   return built.image_size == c.image_size && built.channels == c.channels &&
          built.patch_size == c.patch_size && built.dim == c.dim && built.depth == c.depth &&
          built.heads == c.heads && built.mlp_dim == c.mlp_dim &&
-         built.num_classes == c.num_classes && (built.dropout > 0.0f) == (c.dropout > 0.0f) &&
+         built.num_classes == c.num_classes && built.attention == c.attention &&
+         (built.dropout > 0.0f) == (c.dropout > 0.0f) &&
          (built.attention_dropout > 0.0f) == (c.attention_dropout > 0.0f);
 }
 
@@ -142,7 +143,7 @@ static void check_forward(const ViT& model, const Activations& acts, const float
   if (!built_for(acts.config, model.config))
     throw Error(
         "vit_forward: the activations were built for another model (dim, depth, heads, "
-        "mlp_dim, tokens, classes or dropout differ)");
+        "mlp_dim, tokens, classes, attention form or dropout differ)");
   if (B < 1 || B > acts.max_batch)
     throw Error("vit_forward: batch " + std::to_string(B) + " is outside 1.." +
                 std::to_string(acts.max_batch) + ", the batch the activations were built for");
@@ -201,8 +202,9 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
     linear_forward(a.qkv, a.ln1, bw.qkv_w, bw.qkv_b, BT, D, 3 * D);
     {
       AttentionTimer timer(acts.profile);
-      attention_forward(a.att_out, a.att, a.att_mask, a.qkv, B, T, D, H, p_att, key(kSiteAttention),
-                        acts.attention_scratch, acts.attention_slots);
+      const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
+      attention_forward(a.att_out, a.att, a.att_mask, a.qkv, B, T, D, H, score, p_att,
+                        key(kSiteAttention), acts.attention_scratch, acts.attention_slots);
     }
     // Without dropout the projection's bias is added in the residual pass instead.
     const bool fuse_bias = p == 0.0f;
@@ -287,8 +289,10 @@ void vit_backward(ViT& model, Activations& acts, int B) {
     zero(acts.dqkv, 3 * BTD);
     {
       AttentionTimer timer(acts.profile);
-      attention_backward(acts.dqkv, acts.datt_out, a.qkv, a.att, a.att_mask, B, T, D, H, p_att,
-                         acts.attention_scratch, acts.attention_slots);
+      const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
+      const AttentionScoreGrad dscore{bg.additive_v, bg.logit_scale, acts.score_grad_pairs};
+      attention_backward(acts.dqkv, dscore, acts.datt_out, a.qkv, a.att, a.att_mask, B, T, D, H,
+                         score, p_att, acts.attention_scratch, acts.attention_slots);
     }
     zero(acts.dln, BTD);
     linear_backward(acts.dln, bg.qkv_w, bg.qkv_b, acts.dqkv, a.ln1, bw.qkv_w, BT, D, 3 * D,

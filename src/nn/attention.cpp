@@ -4,10 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <type_traits>
 
-#include "minivit/kernels/vecmath.h"
+#include "attention_tiles.h"
 #include "minivit/nn/dropout.h"
 
 namespace minivit {
@@ -17,9 +16,15 @@ namespace minivit {
 // (through gemm the attention core took 31% of a training step for 16% of its FLOPs; in
 // the loops below, 21%). One thread runs a whole (batch, head), kRows query rows at a time,
 // with everything it touches in L1:
-//   forward   s = q_i K^T * scale, softmax, o_i = P'_i V
-//   backward  dP'_i = dO_i V^T, dV += P'_i^T dO_i, dS_i = P_i (dP_i - <dP_i, P_i>),
-//             dq_i = dS_i K * scale, dK += dS_i^T q_i * scale
+//   forward   e_i = scores(q_i, K), softmax, o_i = P'_i V
+//   backward  dP'_i = dO_i V^T, dV += P'_i^T dO_i, dS_i = P_i (dP_i - <dP_i, P_i>), then
+//             dS back through the score function into dq_i, dK and its parameters
+// The score functions:
+//   dot, scaled_dot  e_ij = scale * q_i . k_j;          dq_i = scale dS_i K, dK += scale dS_i^T q_i
+//   cosine           e_ij = s * qhat_i . khat_j, xhat = x / max(|x|, eps), s = exp(min(l, ln 100));
+//                    the dot form on qhat, khat, then through the normalisation, and
+//                    dl = sum_i qhat_i . dqhat_i while s is below its cap
+//   additive         e_ij = sum_d v_d tanh(q_id + k_jd), tanh recomputed in backward
 // Score rows are computed kTile tokens at a time from K^T (V^T in backward) copied into a
 // (Dh, Tp) scratch, Tp = T rounded up to kTile with zero columns, so every inner loop has a
 // fixed trip count the compiler turns into a few vector registers. Head sizes 8, 16, 32
@@ -27,160 +32,48 @@ namespace minivit {
 
 namespace {
 
-constexpr int kTile = 16;  // score columns per step
-constexpr int kRows = 4;   // query rows per step: independent sums keep the FMA units busy
+using namespace attention_tiles;
 
-int padded_tokens(int T) { return (T + kTile - 1) / kTile * kTile; }
+constexpr float kNormEps = 1e-12f;                  // torch.nn.functional.normalize's
+const float kMaxLogitScale = float(std::log(100.0));  // Swin v2's cap on the temperature
 
 // One thread's scratch: views into its row of the caller's scratch buffer, each view
-// starting on a cache line.
+// starting on a cache line. The first five serve every form; the rest the cosine and
+// additive forms.
 struct HeadScratch {
   float* kt;     // (Dh, Tp) K^T, or V^T in backward; padding columns zero
   float* score;  // (kRows, Tp) rows of scores, or of dP' in backward
   float* used;   // (kRows, T) rows of P' = P * mask / (1 - p)
-  float* dk;     // (T, Dh) dK for this head, added into dqkv at the end
+  float* dk;     // (T, Dh) dK (dkhat for cosine) for this head, added into dqkv at the end
   float* dv;     // (T, Dh) dV likewise
+  float* qhat;   // (T, Dh) cosine: q / max(|q|, eps)
+  float* khat;   // (T, Dh) cosine: k likewise
+  float* dqhat;  // (T, Dh) cosine: the gradient at qhat
+  float* norms;  // (2, T) cosine: max(|q|, eps), then max(|k|, eps)
+  float* keys_t; // (Dh, Tp) additive in backward: K^T while kt holds V^T
+  float* dkt;    // (Dh, Tp) additive: dK transposed, added into dqkv at the end
 };
 
-constexpr int64_t kLineFloats = 16;
-int64_t whole_lines(int64_t floats) {
-  return (floats + kLineFloats - 1) / kLineFloats * kLineFloats;
-}
+constexpr int kScratchViews = 11;
+
+int64_t whole_lines(int64_t floats) { return (floats + 15) / 16 * 16; }
 
 // Lays out one thread's views over `row` in the order of HeadScratch, returning the floats
 // they take; with views == nullptr it only counts.
 int64_t lay_out_scratch(float* row, int T, int Dh, HeadScratch* views) {
-  const int64_t Tp = padded_tokens(T);
-  const int64_t sizes[5] = {Dh * Tp, kRows * Tp, kRows * int64_t(T), int64_t(T) * Dh,
-                            int64_t(T) * Dh};
-  int64_t offsets[5], total = 0;
-  for (int i = 0; i < 5; ++i) {
-    offsets[i] = total;
+  const int64_t Tp = padded_tokens(T), TD = int64_t(T) * Dh;
+  const int64_t sizes[kScratchViews] = {Dh * Tp, kRows * Tp, kRows * int64_t(T), TD, TD, TD,
+                                        TD,      TD,         2 * int64_t(T),     Dh * Tp, Dh * Tp};
+  float* starts[kScratchViews];
+  int64_t total = 0;
+  for (int i = 0; i < kScratchViews; ++i) {
+    starts[i] = row ? row + total : nullptr;
     total += whole_lines(sizes[i]);
   }
   if (views)
-    *views = HeadScratch{row + offsets[0], row + offsets[1], row + offsets[2], row + offsets[3],
-                         row + offsets[4]};
+    *views = HeadScratch{starts[0], starts[1], starts[2], starts[3], starts[4], starts[5],
+                         starts[6], starts[7], starts[8], starts[9], starts[10]};
   return total;
-}
-
-// kt (Dh, Tp) = x^T for x (T, Dh) with row stride ld; the padding columns stay zero.
-template <int kDh>
-void transpose_head(float* __restrict kt, const float* __restrict x, int ld, int T, int dh) {
-  const int Dh = kDh ? kDh : dh;
-  const int Tp = padded_tokens(T);
-  for (int j = 0; j < T; ++j)
-    for (int d = 0; d < Dh; ++d) kt[d * Tp + j] = x[int64_t(j) * ld + d];
-}
-
-// rows (R, Tp) = alpha * a (R, Dh; row stride lda) . kt (Dh, Tp), kTile columns at a time.
-template <int kDh, int R>
-void rows_times_kt(float* __restrict rows, const float* __restrict a, int lda,
-                   const float* __restrict kt, float alpha, int Tp, int dh) {
-  const int Dh = kDh ? kDh : dh;
-  for (int j0 = 0; j0 < Tp; j0 += kTile) {
-    float tile[R][kTile] = {};
-    for (int d = 0; d < Dh; ++d) {
-      const float* k = kt + int64_t(d) * Tp + j0;
-      for (int r = 0; r < R; ++r) {
-        const float ad = a[int64_t(r) * lda + d];
-#pragma omp simd
-        for (int j = 0; j < kTile; ++j) tile[r][j] += ad * k[j];
-      }
-    }
-    for (int r = 0; r < R; ++r)
-#pragma omp simd
-      for (int j = 0; j < kTile; ++j) rows[int64_t(r) * Tp + j0 + j] = alpha * tile[r][j];
-  }
-}
-
-// out (R, Dh; row stride ldo) (+)= w (R, T; row stride ldw) . x (T, Dh; row stride ldx).
-// The sums live in a local array the compiler keeps in registers.
-template <int kDh, int R>
-void rows_times_x(float* __restrict out, int ldo, const float* __restrict w, int ldw,
-                  const float* __restrict x, int ldx, int T, bool add) {
-  static_assert(kDh > 0, "a compiled head size");
-  float acc[R][kDh] = {};
-  for (int j = 0; j < T; ++j) {
-    const float* xj = x + int64_t(j) * ldx;
-    for (int r = 0; r < R; ++r) {
-      const float wr = w[int64_t(r) * ldw + j];
-#pragma omp simd
-      for (int d = 0; d < kDh; ++d) acc[r][d] += wr * xj[d];
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    float* o = out + int64_t(r) * ldo;
-    if (add) {
-#pragma omp simd
-      for (int d = 0; d < kDh; ++d) o[d] += acc[r][d];
-    } else {
-#pragma omp simd
-      for (int d = 0; d < kDh; ++d) o[d] = acc[r][d];
-    }
-  }
-}
-
-// The same for a head size known only at run time, one row at a time.
-void rows_times_x_any(float* __restrict out, int ldo, const float* __restrict w, int ldw,
-                      const float* __restrict x, int ldx, int T, int Dh, int R, bool add) {
-  for (int r = 0; r < R; ++r) {
-    float* o = out + int64_t(r) * ldo;
-    if (!add)
-      for (int d = 0; d < Dh; ++d) o[d] = 0.0f;
-    for (int j = 0; j < T; ++j) {
-      const float wr = w[int64_t(r) * ldw + j];
-      const float* xj = x + int64_t(j) * ldx;
-      for (int d = 0; d < Dh; ++d) o[d] += wr * xj[d];
-    }
-  }
-}
-
-template <int kDh, int R>
-void rows_times_x_dispatch(float* out, int ldo, const float* w, int ldw, const float* x, int ldx,
-                           int T, int Dh, bool add) {
-  if constexpr (kDh > 0)
-    rows_times_x<kDh, R>(out, ldo, w, ldw, x, ldx, T, add);
-  else
-    rows_times_x_any(out, ldo, w, ldw, x, ldx, T, Dh, R, add);
-}
-
-// acc (T, Dh) += w (R, T; row stride ldw)^T . a (R, Dh; row stride lda): the outer
-// products of R rows added into a head's gradient.
-template <int kDh, int R>
-void add_outer(float* __restrict acc, const float* __restrict w, int ldw,
-               const float* __restrict a, int lda, int T, int dh) {
-  const int Dh = kDh ? kDh : dh;
-  for (int j = 0; j < T; ++j) {
-    float* out = acc + int64_t(j) * Dh;
-    for (int r = 0; r < R; ++r) {
-      const float wr = w[int64_t(r) * ldw + j];
-      const float* ar = a + int64_t(r) * lda;
-#pragma omp simd
-      for (int d = 0; d < Dh; ++d) out[d] += wr * ar[d];
-    }
-  }
-}
-
-// Softmax of row[0 .. T) in place, shifted by the row max for stability. The row is padded
-// to Tp (a multiple of kTile) so that every loop runs in whole vectors: the padding holds
-// the lowest float, which leaves the max unchanged and whose exp (clamped at exp(-87),
-// about 1.6e-38) vanishes below the last bit of a sum that the max's exp(0) = 1 is in.
-void softmax_padded(float* __restrict row, int T, int Tp) {
-  if (Tp % kTile != 0) __builtin_unreachable();  // lets the loops run in whole vectors
-  for (int j = T; j < Tp; ++j) row[j] = std::numeric_limits<float>::lowest();
-  float maxv = row[0];
-#pragma omp simd reduction(max : maxv)
-  for (int j = 0; j < Tp; ++j) maxv = row[j] > maxv ? row[j] : maxv;
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int j = 0; j < Tp; ++j) {
-    row[j] = exp_nonpositive(row[j] - maxv);
-    sum += row[j];
-  }
-  const float inv = 1.0f / sum;
-#pragma omp simd
-  for (int j = 0; j < Tp; ++j) row[j] *= inv;
 }
 
 // used (n) = P' = P * mask / (1 - p): the attention weights after dropout, in forward for
@@ -191,21 +84,79 @@ void apply_dropout_mask(float* __restrict used, const float* __restrict P,
 }
 
 // One (batch, head): what its slices of the (B, T, 3D), (B, T, D) and (B, H, T, T) buffers
-// need to be found and used.
+// and its score function need to be found and used.
 struct Head {
   int T, D, Dh;
-  float scale;     // 1 / sqrt(Dh)
+  AttentionForm form;
+  float scale;        // of the dot product: 1 / sqrt(Dh), 1, or the cosine temperature
+  bool scale_capped;  // cosine: the temperature is at its cap, which passes no gradient
+  const float* additive_v;  // (Dh) this head's vector, additive form
   float dropout_p;
   int64_t att_offset;  // of this head's (T, T) block in att and att_mask
+};
+
+Head head_of(int bh, int T, int D, int H, const AttentionScore& score, float dropout_p) {
+  const int Dh = D / H, h = bh % H;
+  Head hd{T, D, Dh, score.form, 1.0f, false, nullptr, dropout_p, int64_t(bh) * T * T};
+  switch (score.form) {
+    case AttentionForm::scaled_dot: hd.scale = 1.0f / std::sqrt(float(Dh)); break;
+    case AttentionForm::dot: break;
+    case AttentionForm::cosine:
+      hd.scale_capped = score.logit_scale[h] >= kMaxLogitScale;
+      hd.scale = std::exp(std::min(score.logit_scale[h], kMaxLogitScale));
+      break;
+    case AttentionForm::additive: hd.additive_v = score.additive_v + int64_t(h) * Dh; break;
+  }
+  return hd;
+}
+
+// xhat (T, Dh) = x / max(|x|, eps) row by row, for x (T, Dh; row stride ld); the divisors
+// go to norms (T).
+void normalise_rows(float* __restrict xhat, float* __restrict norms, const float* __restrict x,
+                    int ld, int T, int Dh) {
+  for (int j = 0; j < T; ++j) {
+    const float* xj = x + int64_t(j) * ld;
+    float sum = 0.0f;
+    for (int d = 0; d < Dh; ++d) sum += xj[d] * xj[d];
+    const float norm = std::max(std::sqrt(sum), kNormEps);
+    norms[j] = norm;
+    for (int d = 0; d < Dh; ++d) xhat[int64_t(j) * Dh + d] = xj[d] / norm;
+  }
+}
+
+// dx (T, Dh; row stride ld) += the gradient at x of xhat = x / max(|x|, eps), given dxhat:
+// (dxhat - xhat (xhat . dxhat)) / |x|, or dxhat / eps where the floor is in force.
+void add_through_normalisation(float* __restrict dx, int ld, const float* __restrict dxhat,
+                               const float* __restrict xhat, const float* __restrict norms,
+                               int T, int Dh) {
+  for (int j = 0; j < T; ++j) {
+    const float* g = dxhat + int64_t(j) * Dh;
+    const float* y = xhat + int64_t(j) * Dh;
+    float* out = dx + int64_t(j) * ld;
+    const bool floored = norms[j] <= kNormEps;
+    float along = 0.0f;
+    for (int d = 0; d < Dh; ++d) along += y[d] * g[d];
+    if (floored) along = 0.0f;
+    for (int d = 0; d < Dh; ++d) out[d] += (g[d] - y[d] * along) / norms[j];
+  }
+}
+
+// The head's query rows as the score function reads them: q in qkv, or qhat.
+struct QueryRows {
+  const float* rows;
+  int ld;
 };
 
 // Rows i0 .. i0+R-1 of one head's forward.
 template <int kDh, int R>
 void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_mask,
-                  const float* q, const float* v, uint64_t dropout_key, HeadScratch& w) {
+                  QueryRows q, const float* v, uint64_t dropout_key, HeadScratch& w) {
   const int T = hd.T, D = hd.D, Dh = kDh ? kDh : hd.Dh, Tp = padded_tokens(T);
-  rows_times_kt<kDh, R>(w.score, q + int64_t(i0) * 3 * D, 3 * D, w.kt, hd.scale,
-                        Tp, Dh);
+  const float* qi = q.rows + int64_t(i0) * q.ld;
+  if (hd.form == AttentionForm::additive)
+    additive_rows<kDh, R>(w.score, qi, q.ld, w.kt, hd.additive_v, Tp, Dh);
+  else
+    rows_times_kt<kDh, R>(w.score, qi, q.ld, w.kt, hd.scale, Tp, Dh);
   float* P = att + hd.att_offset + int64_t(i0) * T;
   for (int r = 0; r < R; ++r) {
     float* row = w.score + int64_t(r) * Tp;
@@ -224,10 +175,13 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
   rows_times_x_dispatch<kDh, R>(out + int64_t(i0) * D, D, used, T, v, 3 * D, T, Dh, false);
 }
 
-// Rows i0 .. i0+R-1 of one head's backward.
+// Rows i0 .. i0+R-1 of one head's backward, down to dS; then into dq and the key, query
+// and parameter gradients by the score function. `dscore` collects this head's share of
+// the score function's parameter gradient.
 template <int kDh, int R>
-void backward_rows(int i0, const Head& hd, float* dq, const float* dout, const float* q,
-                   const float* k, const float* att, const uint8_t* att_mask, HeadScratch& w) {
+void backward_rows(int i0, const Head& hd, float* dq, const float* dout, QueryRows q,
+                   const float* k, const float* att, const uint8_t* att_mask, float* dscore,
+                   HeadScratch& w) {
   const int T = hd.T, D = hd.D, Dh = kDh ? kDh : hd.Dh, Tp = padded_tokens(T);
   const float* P = att + hd.att_offset + int64_t(i0) * T;
   const float* dO = dout + int64_t(i0) * D;
@@ -244,7 +198,7 @@ void backward_rows(int i0, const Head& hd, float* dq, const float* dout, const f
     used = w.used;
   }
   add_outer<kDh, R>(w.dv, used, T, dO, D, T, Dh);  // dV += P'^T dO
-  for (int r = 0; r < R; ++r) {  // dS = P * (dP - <dP, P>), times the forward's scale
+  for (int r = 0; r < R; ++r) {  // dS = P * (dP - <dP, P>), times the dot product's scale
     float* gr = g + int64_t(r) * Tp;
     const float* pr = P + int64_t(r) * T;
     float dot = 0.0f;
@@ -253,31 +207,57 @@ void backward_rows(int i0, const Head& hd, float* dq, const float* dout, const f
 #pragma omp simd
     for (int j = 0; j < T; ++j) gr[j] = pr[j] * (gr[j] - dot) * hd.scale;
   }
-  rows_times_x_dispatch<kDh, R>(dq + int64_t(i0) * 3 * D, 3 * D, g, Tp, k, 3 * D, T, Dh,
-                                true);                                   // dq += dS K
-  add_outer<kDh, R>(w.dk, g, Tp, q + int64_t(i0) * 3 * D, 3 * D, T, Dh);  // dK += dS^T q
+  const float* qi = q.rows + int64_t(i0) * q.ld;
+  switch (hd.form) {
+    case AttentionForm::scaled_dot:
+    case AttentionForm::dot:
+      rows_times_x_dispatch<kDh, R>(dq + int64_t(i0) * 3 * D, 3 * D, g, Tp, k, 3 * D, T, Dh,
+                                    true);                            // dq += dS K
+      add_outer<kDh, R>(w.dk, g, Tp, qi, q.ld, T, Dh);                // dK += dS^T q
+      break;
+    case AttentionForm::cosine:
+      rows_times_x_dispatch<kDh, R>(w.dqhat + int64_t(i0) * Dh, Dh, g, Tp, w.khat, Dh, T, Dh,
+                                    false);                           // dqhat = dS Khat
+      add_outer<kDh, R>(w.dk, g, Tp, qi, q.ld, T, Dh);                // dKhat += dS^T qhat
+      break;
+    case AttentionForm::additive:
+      for (int r = 0; r < R; ++r)  // the padding columns of dS must add nothing
+        std::fill(g + int64_t(r) * Tp + T, g + int64_t(r) * Tp + Tp, 0.0f);
+      additive_rows_backward<kDh, R>(dq + int64_t(i0) * 3 * D, 3 * D, w.dkt, dscore, g, qi, q.ld,
+                                     w.keys_t, hd.additive_v, Tp, Dh);
+      break;
+  }
 }
 
 template <int kDh>
 void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* att_mask,
-                  const float* qkv, float dropout_p, uint64_t dropout_key, HeadScratch& w) {
-  const int Dh = D / H, b = bh / H, h = bh % H;
-  const Head hd{T, D, Dh, 1.0f / std::sqrt(float(Dh)), dropout_p, int64_t(bh) * T * T};
+                  const float* qkv, const AttentionScore& score, float dropout_p,
+                  uint64_t dropout_key, HeadScratch& w) {
+  const Head hd = head_of(bh, T, D, H, score, dropout_p);
+  const int Dh = hd.Dh, b = bh / H, h = bh % H;
   const float* q = qkv + int64_t(b) * T * 3 * D + h * Dh;
   float* o = out + int64_t(b) * T * D + h * Dh;
-  transpose_head<kDh>(w.kt, q + D, 3 * D, T, Dh);  // K^T
+  QueryRows rows{q, 3 * D};
+  if (hd.form == AttentionForm::cosine) {
+    normalise_rows(w.qhat, w.norms, q, 3 * D, T, Dh);
+    normalise_rows(w.khat, w.norms + T, q + D, 3 * D, T, Dh);
+    transpose_head<kDh>(w.kt, w.khat, Dh, T, Dh);  // Khat^T
+    rows = {w.qhat, Dh};
+  } else {
+    transpose_head<kDh>(w.kt, q + D, 3 * D, T, Dh);  // K^T
+  }
   int i = 0;
   for (; i + kRows <= T; i += kRows)
-    forward_rows<kDh, kRows>(i, hd, o, att, att_mask, q, q + 2 * D, dropout_key, w);
-  for (; i < T; ++i) forward_rows<kDh, 1>(i, hd, o, att, att_mask, q, q + 2 * D, dropout_key, w);
+    forward_rows<kDh, kRows>(i, hd, o, att, att_mask, rows, q + 2 * D, dropout_key, w);
+  for (; i < T; ++i) forward_rows<kDh, 1>(i, hd, o, att, att_mask, rows, q + 2 * D, dropout_key, w);
 }
 
 template <int kDh>
-void backward_head(int bh, int T, int D, int H, float* dqkv, const float* dout,
-                   const float* qkv, const float* att, const uint8_t* att_mask, float dropout_p,
-                   HeadScratch& w) {
-  const int Dh = D / H, b = bh / H, h = bh % H;
-  const Head hd{T, D, Dh, 1.0f / std::sqrt(float(Dh)), dropout_p, int64_t(bh) * T * T};
+void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, const float* dout,
+                   const float* qkv, const float* att, const uint8_t* att_mask,
+                   const AttentionScore& score, float dropout_p, HeadScratch& w) {
+  const Head hd = head_of(bh, T, D, H, score, dropout_p);
+  const int Dh = hd.Dh, b = bh / H, h = bh % H;
   const int64_t base = int64_t(b) * T * 3 * D + h * Dh;
   const float *q = qkv + base, *k = q + D, *v = q + 2 * D;
   float *dq = dqkv + base, *dk = dq + D, *dv = dq + 2 * D;
@@ -285,13 +265,37 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, const float* dout,
   transpose_head<kDh>(w.kt, v, 3 * D, T, Dh);  // V^T for dP' = dO V^T
   std::fill_n(w.dk, int64_t(T) * Dh, 0.0f);
   std::fill_n(w.dv, int64_t(T) * Dh, 0.0f);
+  QueryRows rows{q, 3 * D};
+  if (hd.form == AttentionForm::cosine) {
+    normalise_rows(w.qhat, w.norms, q, 3 * D, T, Dh);
+    normalise_rows(w.khat, w.norms + T, k, 3 * D, T, Dh);
+    rows = {w.qhat, Dh};
+  } else if (hd.form == AttentionForm::additive) {
+    transpose_head<kDh>(w.keys_t, k, 3 * D, T, Dh);
+    std::fill_n(w.dkt, int64_t(Dh) * padded_tokens(T), 0.0f);
+    std::fill_n(dscore, Dh, 0.0f);
+  }
   int i = 0;
   for (; i + kRows <= T; i += kRows)
-    backward_rows<kDh, kRows>(i, hd, dq, dO, q, k, att, att_mask, w);
-  for (; i < T; ++i) backward_rows<kDh, 1>(i, hd, dq, dO, q, k, att, att_mask, w);
+    backward_rows<kDh, kRows>(i, hd, dq, dO, rows, k, att, att_mask, dscore, w);
+  for (; i < T; ++i) backward_rows<kDh, 1>(i, hd, dq, dO, rows, k, att, att_mask, dscore, w);
+
+  if (hd.form == AttentionForm::cosine) {
+    // dl = sum_i qhat_i . dqhat_i (de/dl = e below the cap), then through qhat and khat.
+    float dl = 0.0f;
+    for (int64_t e = 0; e < int64_t(T) * Dh; ++e) dl += w.qhat[e] * w.dqhat[e];
+    dscore[0] = hd.scale_capped ? 0.0f : dl;
+    add_through_normalisation(dq, 3 * D, w.dqhat, w.qhat, w.norms, T, Dh);
+    add_through_normalisation(dk, 3 * D, w.dk, w.khat, w.norms + T, T, Dh);
+  } else if (hd.form == AttentionForm::additive) {
+    const int Tp = padded_tokens(T);
+    for (int j = 0; j < T; ++j)
+      for (int d = 0; d < Dh; ++d) dk[int64_t(j) * 3 * D + d] += w.dkt[int64_t(d) * Tp + j];
+  }
   for (int j = 0; j < T; ++j)
     for (int d = 0; d < Dh; ++d) {
-      dk[int64_t(j) * 3 * D + d] += w.dk[int64_t(j) * Dh + d];
+      if (hd.form != AttentionForm::cosine && hd.form != AttentionForm::additive)
+        dk[int64_t(j) * 3 * D + d] += w.dk[int64_t(j) * Dh + d];
       dv[int64_t(j) * 3 * D + d] += w.dv[int64_t(j) * Dh + d];
     }
 }
@@ -310,6 +314,7 @@ void for_each_head(int BH, int T, int Dh, float* scratch, int slots, PerHead&& p
       float* row = scratch + omp_get_thread_num() * row_floats;
       lay_out_scratch(row, T, Dh, &w);
       std::fill_n(w.kt, int64_t(Dh) * padded_tokens(T), 0.0f);  // the padding columns
+      std::fill_n(w.keys_t, int64_t(Dh) * padded_tokens(T), 0.0f);
 #pragma omp for schedule(static)
       for (int bh = 0; bh < BH; ++bh) per_head(kDh, bh, w);
     }
@@ -327,20 +332,37 @@ void for_each_head(int BH, int T, int Dh, float* scratch, int slots, PerHead&& p
 
 int64_t attention_scratch_floats(int T, int Dh) { return lay_out_scratch(nullptr, T, Dh, nullptr); }
 
+int64_t attention_score_grad_floats(int B, int H, int Dh) { return int64_t(B) * H * Dh; }
+
 void attention_forward(float* out, float* att, uint8_t* att_mask, const float* qkv, int B,
-                       int T, int D, int H, float dropout_p, uint64_t dropout_key,
-                       float* scratch, int slots) {
+                       int T, int D, int H, const AttentionScore& score, float dropout_p,
+                       uint64_t dropout_key, float* scratch, int slots) {
   for_each_head(B * H, T, D / H, scratch, slots, [&](auto kDh, int bh, HeadScratch& w) {
-    forward_head<kDh()>(bh, T, D, H, out, att, att_mask, qkv, dropout_p, dropout_key, w);
+    forward_head<kDh()>(bh, T, D, H, out, att, att_mask, qkv, score, dropout_p, dropout_key, w);
   });
 }
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                        const uint8_t* att_mask, int B, int T, int D, int H, float dropout_p,
+void attention_backward(float* dqkv, const AttentionScoreGrad& dscore, const float* dout,
+                        const float* qkv, const float* att, const uint8_t* att_mask, int B,
+                        int T, int D, int H, const AttentionScore& score, float dropout_p,
                         float* scratch, int slots) {
-  for_each_head(B * H, T, D / H, scratch, slots, [&](auto kDh, int bh, HeadScratch& w) {
-    backward_head<kDh()>(bh, T, D, H, dqkv, dout, qkv, att, att_mask, dropout_p, w);
+  const int Dh = D / H;
+  const bool learned = score.form == AttentionForm::cosine || score.form == AttentionForm::additive;
+  for_each_head(B * H, T, Dh, scratch, slots, [&](auto kDh, int bh, HeadScratch& w) {
+    float* share = learned ? dscore.per_pair + int64_t(bh) * Dh : nullptr;
+    backward_head<kDh()>(bh, T, D, H, dqkv, share, dout, qkv, att, att_mask, score, dropout_p,
+                         w);
   });
+  // Each (batch, head) left its share of the score parameters' gradient in per_pair; they
+  // are added in batch order, so the sum does not depend on which thread ran which pair.
+  for (int b = 0; b < B && learned; ++b)
+    for (int h = 0; h < H; ++h) {
+      const float* share = dscore.per_pair + (int64_t(b) * H + h) * Dh;
+      if (score.form == AttentionForm::cosine)
+        dscore.logit_scale[h] += share[0];
+      else
+        for (int d = 0; d < Dh; ++d) dscore.additive_v[int64_t(h) * Dh + d] += share[d];
+    }
 }
 
 }  // namespace minivit

@@ -83,10 +83,12 @@ TEST_CASE("initialisation follows timm", "[model]") {
   CHECK(std::memcmp(other.weights.data(), model.weights.data(), sizeof(float) * model.num_params) != 0);
 }
 
-static void check_model_gradients(float dropout, float attention_dropout, double eps = 3e-3) {
+static void check_model_gradients(float dropout, float attention_dropout, double eps = 3e-3,
+                                  AttentionForm form = AttentionForm::scaled_dot) {
   ModelConfig c = tiny_config();
   c.dropout = dropout;
   c.attention_dropout = attention_dropout;
+  c.attention = form;
   ViT model(c);
   // Larger weights than the init gives, so every path carries gradient well above noise.
   fill_random(model.weights.data(), model.num_params, 0.3f, 100);
@@ -127,6 +129,41 @@ TEST_CASE("whole-model gradients with attention dropout match finite differences
 
 TEST_CASE("whole-model gradients with both dropouts match finite differences", "[model][grad]") {
   check_model_gradients(0.2f, 0.1f);
+}
+
+TEST_CASE("whole-model gradients match finite differences for every attention form",
+          "[model][grad][forms]") {
+  SECTION("dot") { check_model_gradients(0.0f, 0.1f, 3e-3, AttentionForm::dot); }
+  SECTION("additive") { check_model_gradients(0.0f, 0.1f, 3e-3, AttentionForm::additive); }
+  SECTION("cosine") { check_model_gradients(0.0f, 0.1f, 1e-2, AttentionForm::cosine); }
+}
+
+TEST_CASE("the attention forms' own tensors: names, shapes, init, no weight decay",
+          "[model][forms]") {
+  ModelConfig c = tiny_config();
+  c.attention = AttentionForm::additive;
+  ViT additive(c);
+  additive.init(1);
+  const ParamSpec* v = additive.find("blocks.1.attn.additive_v");
+  REQUIRE(v);
+  CHECK(v->shape == std::vector<int64_t>{2, 4});
+  CHECK_FALSE(v->decay);
+  CHECK(additive.find("blocks.0.attn.logit_scale") == nullptr);
+  // After timm's qkv, before its proj, as the reference implementation orders them.
+  CHECK(additive.find("blocks.1.attn.qkv.bias")->offset + 3 * 8 == v->offset);
+  CHECK(additive.w.blocks[1].additive_v == additive.weights.data() + v->offset);
+  c.attention = AttentionForm::cosine;
+  ViT cosine(c);
+  cosine.init(1);
+  const ParamSpec* scale = cosine.find("blocks.0.attn.logit_scale");
+  REQUIRE(scale);
+  CHECK(scale->shape == std::vector<int64_t>{2, 1, 1});
+  CHECK_FALSE(scale->decay);
+  for (int h = 0; h < 2; ++h) CHECK(cosine.w.blocks[0].logit_scale[h] == float(std::log(10.0)));
+  CHECK(cosine.find("blocks.0.attn.additive_v") == nullptr);
+  c.attention = AttentionForm::dot;
+  ViT dot(c);
+  CHECK(dot.num_params == ViT(tiny_config()).num_params);
 }
 
 TEST_CASE("a tiny model overfits one small batch", "[model][train]") {

@@ -159,6 +159,10 @@ TEST_CASE("the parameter table is the model's layout and initialisation", "[mode
       case ParamInit::trunc_normal:
         for (int64_t i = 0; i < s.size; ++i) REQUIRE(std::abs(w[i]) <= 2 * s.init_scale);
         break;
+      case ParamInit::constant:
+        CHECK(*std::min_element(w, w + s.size) == float(s.init_scale));
+        CHECK(*std::max_element(w, w + s.size) == float(s.init_scale));
+        break;
       case ParamInit::normal:
       case ParamInit::uniform:
         for (int64_t i = 0; i < s.size; ++i) REQUIRE(std::abs(w[i]) <= 6 * s.init_scale);

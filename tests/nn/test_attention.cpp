@@ -1,10 +1,12 @@
-// The attention core against its definition: forward against softmax(q k^T / sqrt(Dh)) v
-// computed in double, backward against central finite differences, for every head size
+// The attention core against its definition, for every score form (scaled_dot, dot,
+// additive, cosine): forward against softmax(e) v computed in double, backward against
+// central finite differences for qkv and the form's own parameters, for every head size
 // compiled for (8, 16, 32, 64) and a run-time one, with and without attention dropout.
 #include <catch2/catch.hpp>
 #include <omp.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "gradcheck.h"
@@ -23,16 +25,47 @@ struct Scratch {
       : slots(omp_get_max_threads()), rows(size_t(slots * attention_scratch_floats(T, Dh))) {}
 };
 
+// A score form with parameters of its own, as a model layer holds them.
+struct Score {
+  AttentionForm form;
+  std::vector<float> additive_v;   // (H, Dh)
+  std::vector<float> logit_scale;  // (H)
+  Score(AttentionForm f, int H, int Dh) : form(f) {
+    additive_v = random_vector(H * Dh, 0.7f, 60);
+    logit_scale = random_vector(H, 0.5f, 61);
+    for (float& s : logit_scale) s += std::log(10.0f);
+  }
+  AttentionScore view() const { return {form, additive_v.data(), logit_scale.data()}; }
+};
+
+const char* name_of(AttentionForm form) {
+  switch (form) {
+    case AttentionForm::scaled_dot: return "scaled_dot";
+    case AttentionForm::dot: return "dot";
+    case AttentionForm::additive: return "additive";
+    case AttentionForm::cosine: return "cosine";
+  }
+  return "?";
+}
+
+constexpr AttentionForm kForms[] = {AttentionForm::scaled_dot, AttentionForm::dot,
+                                    AttentionForm::additive, AttentionForm::cosine};
+
 // Head sizes 8, 16, 32 and 64 run code compiled for their size, others a run-time size:
-// both are checked.
-void check_attention(float p, int B = 2, int T = 5, int D = 8, int H = 2) {
-  auto qkv = random_vector(B * T * 3 * D, 1.0f, 40), g = random_vector(B * T * D, 1.0f, 41);
+// both are checked. The dot form's scores grow with Dh, so its inputs are scaled down to
+// keep the softmax away from saturation, where finite differences say little.
+void check_attention(AttentionForm form, float p, int B = 2, int T = 5, int D = 8, int H = 2) {
+  INFO(name_of(form) << " p " << p << " B " << B << " T " << T << " D " << D << " H " << H);
+  const int Dh = D / H;
+  const float spread = form == AttentionForm::dot ? 1.0f / std::sqrt(std::sqrt(float(Dh))) : 1.0f;
+  auto qkv = random_vector(B * T * 3 * D, spread, 40), g = random_vector(B * T * D, 1.0f, 41);
   std::vector<float> out(B * T * D), att(B * H * T * T), dqkv(B * T * 3 * D, 0.0f);
   std::vector<uint8_t> mask(B * H * T * T);
-  Scratch scratch(T, D / H);
+  Scratch scratch(T, Dh);
+  Score score(form, H, Dh);
   auto f = [&] {
-    attention_forward(out.data(), att.data(), mask.data(), qkv.data(), B, T, D, H, p, 77,
-                      scratch.rows.data(), scratch.slots);
+    attention_forward(out.data(), att.data(), mask.data(), qkv.data(), B, T, D, H, score.view(),
+                      p, 77, scratch.rows.data(), scratch.slots);
     return dot(out.data(), g.data(), B * T * D);
   };
   f();
@@ -41,80 +74,169 @@ void check_attention(float p, int B = 2, int T = 5, int D = 8, int H = 2) {
     for (int j = 0; j < T; ++j) s += att[r * T + j];
     CHECK(s == Approx(1.0).epsilon(1e-5));
   }
-  // backward adds into dqkv: start from other values and take them off again
+  // backward adds into every gradient: start from other values and take them off again
   const auto before = random_vector(B * T * 3 * D, 1.0f, 42);
   dqkv = before;
-  attention_backward(dqkv.data(), g.data(), qkv.data(), att.data(), mask.data(), B, T, D, H, p,
-                     scratch.rows.data(), scratch.slots);
+  std::vector<float> dv(H * Dh, 0.5f), dscale(H, 0.5f), pairs(attention_score_grad_floats(B, H, Dh));
+  const AttentionScoreGrad dscore{dv.data(), dscale.data(), pairs.data()};
+  attention_backward(dqkv.data(), dscore, g.data(), qkv.data(), att.data(), mask.data(), B, T, D,
+                     H, score.view(), p, scratch.rows.data(), scratch.slots);
   for (size_t i = 0; i < dqkv.size(); ++i) dqkv[i] -= before[i];
-  check_gradients(f, {{"qkv", qkv.data(), dqkv.data(), B * T * 3 * D}}, 1e-3, 2e-2, 2e-3, 240);
+  for (float& x : dv) x -= 0.5f;
+  for (float& x : dscale) x -= 0.5f;
+  std::vector<GradTarget> targets = {{"qkv", qkv.data(), dqkv.data(), B * T * 3 * D}};
+  if (form == AttentionForm::additive)
+    targets.push_back({"additive_v", score.additive_v.data(), dv.data(), H * Dh});
+  else
+    for (float x : dv) REQUIRE(x == 0.0f);  // untouched by the other forms
+  if (form == AttentionForm::cosine)
+    targets.push_back({"logit_scale", score.logit_scale.data(), dscale.data(), H});
+  else
+    for (float x : dscale) REQUIRE(x == 0.0f);
+  // Normalising q and k divides their float rounding by |q| and |k| less than their
+  // perturbation: the cosine form needs a larger step to rise above the noise.
+  const double eps = form == AttentionForm::cosine ? 1e-2 : 1e-3;
+  check_gradients(f, targets, eps, 2e-2, 2e-3, 240);
 }
 
-void check_attention_forward(int T, int D, int H) {
+// The scores of one head in double, straight from the definitions in attention.h.
+double score_in_double(AttentionForm form, const std::vector<float>& qkv, const Score& score,
+                       int D, int Dh, int h, int i, int j) {
+  const float* q = qkv.data() + size_t(i) * 3 * D + h * Dh;
+  const float* k = qkv.data() + size_t(j) * 3 * D + D + h * Dh;
+  double qk = 0, qq = 0, kk = 0, additive = 0;
+  for (int d = 0; d < Dh; ++d) {
+    qk += double(q[d]) * k[d];
+    qq += double(q[d]) * q[d];
+    kk += double(k[d]) * k[d];
+    additive += score.additive_v[size_t(h) * Dh + d] * std::tanh(double(q[d]) + k[d]);
+  }
+  switch (form) {
+    case AttentionForm::scaled_dot: return qk / std::sqrt(double(Dh));
+    case AttentionForm::dot: return qk;
+    case AttentionForm::additive: return additive;
+    case AttentionForm::cosine:
+      return qk / std::max(std::sqrt(qq), 1e-12) / std::max(std::sqrt(kk), 1e-12) *
+             std::exp(std::min(double(score.logit_scale[size_t(h)]), std::log(100.0)));
+  }
+  return 0;
+}
+
+void check_attention_forward(AttentionForm form, int T, int D, int H) {
+  INFO(name_of(form) << " T " << T << " D " << D << " H " << H);
   const int B = 1, Dh = D / H;
-  auto qkv = random_vector(T * 3 * D, 1.0f, 50);
+  const float spread = form == AttentionForm::dot ? 1.0f / std::sqrt(std::sqrt(float(Dh))) : 1.0f;
+  auto qkv = random_vector(T * 3 * D, spread, 50);
   std::vector<float> out(T * D), att(H * T * T);
   Scratch scratch(T, Dh);
-  attention_forward(out.data(), att.data(), nullptr, qkv.data(), B, T, D, H, 0.0f, 0,
-                    scratch.rows.data(), scratch.slots);
+  Score score(form, H, Dh);
+  attention_forward(out.data(), att.data(), nullptr, qkv.data(), B, T, D, H, score.view(), 0.0f,
+                    0, scratch.rows.data(), scratch.slots);
+  // The cosine form's temperature (about 10) multiplies the float rounding of its scores.
+  const double rel = form == AttentionForm::cosine ? 5e-5 : 1e-5;
   for (int h = 0; h < H; ++h)
     for (int i = 0; i < T; ++i) {
       std::vector<double> s(T);
-      double z = 0;
-      for (int j = 0; j < T; ++j) {
-        s[j] = 0;
-        for (int d = 0; d < Dh; ++d)
-          s[j] += qkv[i * 3 * D + h * Dh + d] * qkv[j * 3 * D + D + h * Dh + d];
-        s[j] = std::exp(s[j] / std::sqrt(double(Dh)));
-        z += s[j];
-      }
+      double top = -1e300, z = 0;
+      for (int j = 0; j < T; ++j) top = std::max(top, s[j] = score_in_double(form, qkv, score, D, Dh, h, i, j));
+      for (int j = 0; j < T; ++j) z += s[j] = std::exp(s[j] - top);
       for (int d = 0; d < Dh; ++d) {
         double o = 0;
         for (int j = 0; j < T; ++j) o += s[j] / z * qkv[j * 3 * D + 2 * D + h * Dh + d];
-        CHECK(out[i * D + h * Dh + d] == Approx(o).epsilon(1e-5).margin(1e-6));
+        CHECK(out[i * D + h * Dh + d] == Approx(o).epsilon(rel).margin(1e-6));
       }
       for (int j = 0; j < T; ++j)
-        CHECK(att[(h * T + i) * T + j] == Approx(s[j] / z).epsilon(1e-5).margin(1e-7));
+        CHECK(att[(h * T + i) * T + j] == Approx(s[j] / z).epsilon(rel).margin(1e-7));
     }
 }
 
 }  // namespace
 
 TEST_CASE("attention backward matches finite differences", "[layers][attention][grad]") {
-  check_attention(0.0f);
+  for (AttentionForm form : kForms) check_attention(form, 0.0f);
 }
 
 TEST_CASE("attention with dropout on the weights: backward matches finite differences",
           "[layers][attention][grad]") {
-  check_attention(0.3f);
+  for (AttentionForm form : kForms) check_attention(form, 0.3f);
 }
 
 TEST_CASE("attention with a compiled head size: backward matches finite differences",
           "[layers][attention][grad]") {
-  SECTION("Dh 8") {
-    check_attention(0.0f, 2, 6, 16, 2);
-    check_attention(0.25f, 2, 3, 16, 2);
-  }
-  SECTION("Dh 16") {
-    check_attention(0.0f, 1, 7, 32, 2);  // tokens not a multiple of the tile
-    check_attention(0.25f, 1, 7, 32, 2);
-  }
-  SECTION("Dh 32") {
-    check_attention(0.0f, 1, 5, 64, 2);
-    check_attention(0.25f, 1, 17, 32, 1);  // one token past a whole tile
-  }
-  SECTION("Dh 64") {
-    check_attention(0.0f, 1, 5, 128, 2);
-    check_attention(0.25f, 2, 4, 64, 1);
+  for (AttentionForm form : kForms) {
+    SECTION(std::string("Dh 8, ") + name_of(form)) {
+      check_attention(form, 0.0f, 2, 6, 16, 2);
+      check_attention(form, 0.25f, 2, 3, 16, 2);
+    }
+    SECTION(std::string("Dh 16, ") + name_of(form)) {
+      check_attention(form, 0.0f, 1, 7, 32, 2);  // tokens not a multiple of the tile
+      check_attention(form, 0.25f, 1, 7, 32, 2);
+    }
+    SECTION(std::string("Dh 32, ") + name_of(form)) {
+      check_attention(form, 0.0f, 1, 5, 64, 2);
+      check_attention(form, 0.25f, 1, 17, 32, 1);  // one token past a whole tile
+    }
+    SECTION(std::string("Dh 64, ") + name_of(form)) {
+      check_attention(form, 0.0f, 1, 5, 128, 2);
+      check_attention(form, 0.25f, 2, 4, 64, 1);
+    }
   }
 }
 
-TEST_CASE("attention forward equals softmax(q k^T / sqrt(Dh)) v per head", "[layers][attention]") {
-  check_attention_forward(3, 4, 2);    // run-time head size (Dh 2)
-  check_attention_forward(9, 16, 2);   // Dh 8
-  check_attention_forward(50, 64, 4);  // the default model's 50 tokens, Dh 16
-  check_attention_forward(13, 64, 2);  // Dh 32
-  check_attention_forward(17, 64, 1);  // Dh 64
-  check_attention_forward(16, 96, 2);  // Dh 48: run-time, tokens a whole tile
+TEST_CASE("attention forward equals softmax(e) v per head, for every score form",
+          "[layers][attention]") {
+  for (AttentionForm form : kForms) {
+    check_attention_forward(form, 3, 4, 2);    // run-time head size (Dh 2)
+    check_attention_forward(form, 9, 16, 2);   // Dh 8
+    check_attention_forward(form, 50, 64, 4);  // the default model's 50 tokens, Dh 16
+    check_attention_forward(form, 13, 64, 2);  // Dh 32
+    check_attention_forward(form, 17, 64, 1);  // Dh 64
+    check_attention_forward(form, 16, 96, 2);  // Dh 48: run-time, tokens a whole tile
+  }
 }
 
+TEST_CASE("cosine attention: a temperature at its cap of 100 passes no gradient",
+          "[layers][attention][grad]") {
+  const int B = 1, T = 4, D = 8, H = 2, Dh = 4;
+  auto qkv = random_vector(B * T * 3 * D, 1.0f, 70), g = random_vector(B * T * D, 1.0f, 71);
+  std::vector<float> out(B * T * D), att(B * H * T * T), dqkv(B * T * 3 * D, 0.0f);
+  Scratch scratch(T, Dh);
+  Score score(AttentionForm::cosine, H, Dh);
+  score.logit_scale = {5.0f, 1.0f};  // head 0 above ln 100 = 4.6, head 1 below
+  attention_forward(out.data(), att.data(), nullptr, qkv.data(), B, T, D, H, score.view(), 0.0f,
+                    0, scratch.rows.data(), scratch.slots);
+  std::vector<float> dv(H * Dh), dscale(H, 0.0f), pairs(attention_score_grad_floats(B, H, Dh));
+  attention_backward(dqkv.data(), {dv.data(), dscale.data(), pairs.data()}, g.data(), qkv.data(),
+                     att.data(), nullptr, B, T, D, H, score.view(), 0.0f, scratch.rows.data(),
+                     scratch.slots);
+  CHECK(dscale[0] == 0.0f);
+  CHECK(dscale[1] != 0.0f);
+}
+
+TEST_CASE("unscaled dot scores saturate the softmax as the head grows; scaled ones do not",
+          "[layers][attention]") {
+  // At initialisation q and k have unit-variance entries: q . k has variance Dh, so without
+  // the 1/sqrt(Dh) the largest weight of a row approaches 1 as Dh grows.
+  const int T = 50, H = 1;
+  double unscaled_before = 0;
+  for (int Dh : {16, 64}) {
+    auto qkv = random_vector(T * 3 * Dh, 1.0f, 80);
+    std::vector<float> out(T * Dh), att(T * T);
+    Scratch scratch(T, Dh);
+    auto mean_max_weight = [&](AttentionForm form) {
+      attention_forward(out.data(), att.data(), nullptr, qkv.data(), 1, T, Dh, H,
+                        {form, nullptr, nullptr}, 0.0f, 0, scratch.rows.data(), scratch.slots);
+      double sum = 0;
+      for (int i = 0; i < T; ++i)
+        sum += *std::max_element(att.begin() + i * T, att.begin() + (i + 1) * T);
+      return sum / T;
+    };
+    const double scaled = mean_max_weight(AttentionForm::scaled_dot);
+    const double unscaled = mean_max_weight(AttentionForm::dot);
+    INFO("Dh " << Dh << ": mean largest weight " << scaled << " scaled, " << unscaled << " not");
+    CHECK(scaled < 0.25);
+    CHECK(unscaled > 0.5);
+    CHECK(unscaled > unscaled_before);
+    unscaled_before = unscaled;
+  }
+}

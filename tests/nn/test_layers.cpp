@@ -8,7 +8,6 @@
 #include <numeric>
 
 #include "gradcheck.h"
-#include "minivit/kernels/vecmath.h"
 #include "minivit/nn/cross_entropy.h"
 #include "minivit/nn/dropout.h"
 #include "minivit/nn/gelu.h"
@@ -249,46 +248,4 @@ TEST_CASE("cross-entropy stays finite for extreme logits", "[layers][loss]") {
   const float loss = cross_entropy_forward(probs, logits, targets, 1, 3);
   CHECK(std::isfinite(loss));
   CHECK(loss == Approx(2000.0f));
-}
-
-TEST_CASE("exp_nonpositive is within 2 ulp of exp on the range softmax uses", "[layers][vecmath]") {
-  double worst = 0.0;
-  for (int i = 0; i <= 870000; ++i) {  // -87 .. 0 in steps of 1e-4, both ends included
-    const float x = -float(i) * 1e-4f;
-    const double exact = std::exp(double(x));
-    const double ulp = std::ldexp(1.0, std::ilogb(exact) - 23);
-    worst = std::max(worst, std::abs(double(exp_nonpositive(x)) - exact) / ulp);
-  }
-  CHECK(worst <= 2.0);
-  CHECK(exp_nonpositive(0.0f) == 1.0f);
-  // Far below the range it stays a tiny normal number, never a NaN, inf or denormal.
-  for (float x : {-87.5f, -100.0f, -1e30f, -INFINITY}) {
-    const float y = exp_nonpositive(x);
-    CHECK(y > 0.0f);
-    CHECK(y < 2e-38f);
-    CHECK(std::isnormal(y));
-  }
-}
-
-TEST_CASE("erfc_inline is close to erfc in relative terms on both sides and in the tail",
-          "[layers][vecmath]") {
-  // Where GELU evaluates it, erfc(-x / sqrt 2) for |x| up to 13: relative error against the
-  // double erfc of the same float argument, so the error of rounding the argument (which
-  // any float erfc carries) is left out.
-  double worst_core = 0.0, worst_tail = 0.0;
-  for (int i = -920000; i <= 920000; ++i) {  // z in [-9.2, 9.2] in steps of 1e-5
-    const float z = float(i) * 1e-5f;
-    const double exact = std::erfc(double(z));
-    const double rel = std::abs(double(erfc_inline(z)) / exact - 1.0);
-    double& worst = std::abs(z) <= 4.0f ? worst_core : worst_tail;
-    worst = std::max(worst, rel);
-  }
-  CHECK(worst_core < 1.5e-6);
-  CHECK(worst_tail < 6e-6);
-  CHECK(erfc_inline(0.0f) == Approx(1.0).epsilon(2e-7));
-  CHECK(erfc_inline(-9.0f) == 2.0f);
-  CHECK(erfc_inline(INFINITY) >= 0.0f);
-  CHECK(erfc_inline(INFINITY) < 1e-37f);
-  CHECK(erfc_inline(-INFINITY) == 2.0f);
-  CHECK(std::isnan(erfc_inline(NAN)));  // a diverged activation stays visible
 }

@@ -20,6 +20,8 @@ enum class Cifar100Label {
 
 enum class OptimizerKind { adamw, sgd };
 enum class LrSchedule { cosine, constant };
+// The score function of every attention layer (nn/attention.h).
+enum class AttentionForm { scaled_dot, dot, additive, cosine };
 
 struct ModelConfig {
   int image_size = 28;
@@ -32,6 +34,7 @@ struct ModelConfig {
   float dropout = 0.0f;            // on the attention projection and both MLP outputs
   float attention_dropout = 0.0f;  // on the softmax attention weights
   int num_classes = 10;
+  AttentionForm attention = AttentionForm::scaled_dot;
 
   int grid() const { return image_size / patch_size; }
   int patches() const { return grid() * grid(); }

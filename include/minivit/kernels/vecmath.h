@@ -60,4 +60,22 @@ inline float erfc_inline(float z) {
   return z < 0.0f ? 2.0f - e : e;
 }
 
+// tanh(x) for any x, for the additive attention scores' T x T x Dh evaluations, inlined for
+// the same reason as exp_nonpositive. Cephes' tanhf: below |x| = 0.625 an odd polynomial
+// (where 1 - exp(-2|x|) would lose the low bits), above it (1 - e) / (1 + e) with
+// e = exp(-2|x|) <= 1; both are computed and one is selected, so a loop stays in vectors.
+inline float tanh_inline(float x) {
+  const float a = std::abs(x);
+  const float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const float small = x + x * z * p;
+  const float e = exp_nonpositive(-2.0f * a);
+  const float large = std::copysign((1.0f - e) / (1.0f + e), x);
+  return a < 0.625f ? small : large;
+}
+
 }  // namespace minivit

@@ -77,6 +77,8 @@ struct Activations {
   float* ones;                // (B, T) all 1: bias gradients are the product ones^T . dout
   float* layernorm_partials;  // LayerNorm backward's per-slice weight-gradient sums
   float* attention_scratch;   // (slots, per-thread size) the attention core's per-thread rows
+  float* score_grad_pairs;    // (B, H, Dh) the score parameters' gradient per (batch, head),
+                              // additive and cosine forms in training
   int attention_slots = 0;    // threads the attention core may use at once
 
   StepProfile* profile = nullptr;  // timings are added here when set

@@ -20,6 +20,8 @@ struct BlockParams {
   float* norm1_b;  // (D)
   float* qkv_w;    // (3D, D)
   float* qkv_b;    // (3D)
+  float* additive_v;   // (H, Dh) model.attention = "additive" only, else null
+  float* logit_scale;  // (H, 1, 1) model.attention = "cosine" only, else null
   float* proj_w;   // (D, D)
   float* proj_b;   // (D)
   float* norm2_w;  // (D)
@@ -50,6 +52,7 @@ enum class ParamInit {
   trunc_normal,  // linear weights and the position embedding: N(0, 0.02^2) cut at +-2 std
   normal,        // the CLS token: N(0, 1e-6^2)
   uniform,       // the patch projection, left at Conv2d's default: U(+-1/sqrt(C*P*P))
+  constant,      // every entry init_scale: the cosine form's log-temperature, ln 10
 };
 
 struct ParamSpec {

@@ -1,29 +1,58 @@
 #pragma once
-// Multi-head scaled dot-product self-attention, the part between the qkv and output
-// projections (those are linear layers). Layout follows timm's reshape(B, T, 3, H, Dh):
+// Multi-head self-attention, the part between the qkv and output projections (those are
+// linear layers). Layout follows timm's reshape(B, T, 3, H, Dh):
 //   qkv (B, T, 3D)      per token [q heads | k heads | v heads], head h at offset h*Dh
-//   att (B, H, T, T)    softmax(q k^T / sqrt(Dh)) per head, before dropout: cached for
-//                       backward and kept as the attention maps users inspect
+//   att (B, H, T, T)    softmax(e) per head, before dropout: cached for backward and kept
+//                       as the attention maps users inspect
 //   att_mask (B,H,T,T)  dropout keep-mask on the attention weights (unused when p == 0)
 //   out (B, T, D)       heads side by side: out[b, t, h*Dh + j]
-// Work is spread over (batch, head) pairs; each pair runs on one thread, in fused loops
-// rather than BLAS calls (its matrices are too small for BLAS to pay off; see attention.cpp).
+//   scratch             (slots, attention_scratch_floats(T, Dh)) one row per thread: the
+//                       work runs on at most `slots` threads of the pool
+// The scores e_ij of head h come from one of the forms of AttentionScore. Work is spread
+// over (batch, head) pairs; each pair runs on one thread, in fused loops rather than BLAS
+// calls (its matrices are too small for BLAS to pay off; see attention.cpp).
 #include <cstdint>
+
+#include "minivit/core/config.h"
 
 namespace minivit {
 
-//   scratch             (slots, attention_scratch_floats(T, Dh)) one row per thread: the
-//                       work runs on at most `slots` threads of the pool
-void attention_forward(float* out, float* att, uint8_t* att_mask, const float* qkv, int B,
-                       int T, int D, int H, float dropout_p, uint64_t dropout_key,
-                       float* scratch, int slots);
+// The score function and its learned parameters, per head h with q, k its slices of qkv:
+//   scaled_dot  e_ij = q_i . k_j / sqrt(Dh)
+//   dot         e_ij = q_i . k_j
+//   additive    e_ij = additive_v[h] . tanh(q_i + k_j)
+//   cosine      e_ij = cos(q_i, k_j) * exp(min(logit_scale[h], ln 100)), each vector
+//               divided by max(|x|, 1e-12) (Swin v2)
+struct AttentionScore {
+  AttentionForm form = AttentionForm::scaled_dot;
+  const float* additive_v = nullptr;   // (H, Dh), additive
+  const float* logit_scale = nullptr;  // (H), cosine: the log of each head's temperature
+};
 
-// Adds into dqkv (B, T, 3D).
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                        const uint8_t* att_mask, int B, int T, int D, int H, float dropout_p,
+// Where backward adds the score function's parameter gradients. per_pair is scratch of
+// attention_score_grad_floats(B, H, Dh) floats: each (batch, head) writes its share there,
+// and the shares are summed in a fixed order, so the result does not depend on threads.
+// Unused (may be null) for the dot forms.
+struct AttentionScoreGrad {
+  float* additive_v = nullptr;   // (H, Dh), added into
+  float* logit_scale = nullptr;  // (H), added into
+  float* per_pair = nullptr;     // (B, H, Dh)
+};
+
+void attention_forward(float* out, float* att, uint8_t* att_mask, const float* qkv, int B,
+                       int T, int D, int H, const AttentionScore& score, float dropout_p,
+                       uint64_t dropout_key, float* scratch, int slots);
+
+// Adds into dqkv (B, T, 3D) and the score parameters' gradients.
+void attention_backward(float* dqkv, const AttentionScoreGrad& dscore, const float* dout,
+                        const float* qkv, const float* att, const uint8_t* att_mask, int B,
+                        int T, int D, int H, const AttentionScore& score, float dropout_p,
                         float* scratch, int slots);
 
 // Floats of scratch one thread works in, for T tokens and heads of width Dh.
 int64_t attention_scratch_floats(int T, int Dh);
+
+// Floats of AttentionScoreGrad::per_pair for a batch of B.
+int64_t attention_score_grad_floats(int B, int H, int Dh);
 
 }  // namespace minivit

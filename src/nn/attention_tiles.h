@@ -1,0 +1,196 @@
+#pragma once
+// The attention core's tile kernels: small dense loops over one (batch, head), a few query
+// rows at a time, with fixed trip counts the compiler turns into vector registers. Internal
+// to src/nn (attention.cpp is their one user).
+#include <cstdint>
+#include <limits>
+
+#include "minivit/kernels/vecmath.h"
+
+namespace minivit::attention_tiles {
+
+constexpr int kTile = 16;  // score columns per step
+constexpr int kRows = 4;   // query rows per step: independent sums keep the FMA units busy
+
+inline int padded_tokens(int T) { return (T + kTile - 1) / kTile * kTile; }
+
+// kt (Dh, Tp) = x^T for x (T, Dh) with row stride ld; the padding columns stay zero.
+template <int kDh>
+void transpose_head(float* __restrict kt, const float* __restrict x, int ld, int T, int dh) {
+  const int Dh = kDh ? kDh : dh;
+  const int Tp = padded_tokens(T);
+  for (int j = 0; j < T; ++j)
+    for (int d = 0; d < Dh; ++d) kt[d * Tp + j] = x[int64_t(j) * ld + d];
+}
+
+// rows (R, Tp) = alpha * a (R, Dh; row stride lda) . kt (Dh, Tp), kTile columns at a time.
+template <int kDh, int R>
+void rows_times_kt(float* __restrict rows, const float* __restrict a, int lda,
+                   const float* __restrict kt, float alpha, int Tp, int dh) {
+  const int Dh = kDh ? kDh : dh;
+  for (int j0 = 0; j0 < Tp; j0 += kTile) {
+    float tile[R][kTile] = {};
+    for (int d = 0; d < Dh; ++d) {
+      const float* k = kt + int64_t(d) * Tp + j0;
+      for (int r = 0; r < R; ++r) {
+        const float ad = a[int64_t(r) * lda + d];
+#pragma omp simd
+        for (int j = 0; j < kTile; ++j) tile[r][j] += ad * k[j];
+      }
+    }
+    for (int r = 0; r < R; ++r)
+#pragma omp simd
+      for (int j = 0; j < kTile; ++j) rows[int64_t(r) * Tp + j0 + j] = alpha * tile[r][j];
+  }
+}
+
+// out (R, Dh; row stride ldo) (+)= w (R, T; row stride ldw) . x (T, Dh; row stride ldx).
+// The sums live in a local array the compiler keeps in registers.
+template <int kDh, int R>
+void rows_times_x(float* __restrict out, int ldo, const float* __restrict w, int ldw,
+                  const float* __restrict x, int ldx, int T, bool add) {
+  static_assert(kDh > 0, "a compiled head size");
+  float acc[R][kDh] = {};
+  for (int j = 0; j < T; ++j) {
+    const float* xj = x + int64_t(j) * ldx;
+    for (int r = 0; r < R; ++r) {
+      const float wr = w[int64_t(r) * ldw + j];
+#pragma omp simd
+      for (int d = 0; d < kDh; ++d) acc[r][d] += wr * xj[d];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float* o = out + int64_t(r) * ldo;
+    if (add) {
+#pragma omp simd
+      for (int d = 0; d < kDh; ++d) o[d] += acc[r][d];
+    } else {
+#pragma omp simd
+      for (int d = 0; d < kDh; ++d) o[d] = acc[r][d];
+    }
+  }
+}
+
+// The same for a head size known only at run time, one row at a time.
+inline void rows_times_x_any(float* __restrict out, int ldo, const float* __restrict w, int ldw,
+                      const float* __restrict x, int ldx, int T, int Dh, int R, bool add) {
+  for (int r = 0; r < R; ++r) {
+    float* o = out + int64_t(r) * ldo;
+    if (!add)
+      for (int d = 0; d < Dh; ++d) o[d] = 0.0f;
+    for (int j = 0; j < T; ++j) {
+      const float wr = w[int64_t(r) * ldw + j];
+      const float* xj = x + int64_t(j) * ldx;
+      for (int d = 0; d < Dh; ++d) o[d] += wr * xj[d];
+    }
+  }
+}
+
+template <int kDh, int R>
+void rows_times_x_dispatch(float* out, int ldo, const float* w, int ldw, const float* x, int ldx,
+                           int T, int Dh, bool add) {
+  if constexpr (kDh > 0)
+    rows_times_x<kDh, R>(out, ldo, w, ldw, x, ldx, T, add);
+  else
+    rows_times_x_any(out, ldo, w, ldw, x, ldx, T, Dh, R, add);
+}
+
+// acc (T, Dh) += w (R, T; row stride ldw)^T . a (R, Dh; row stride lda): the outer
+// products of R rows added into a head's gradient.
+template <int kDh, int R>
+void add_outer(float* __restrict acc, const float* __restrict w, int ldw,
+               const float* __restrict a, int lda, int T, int dh) {
+  const int Dh = kDh ? kDh : dh;
+  for (int j = 0; j < T; ++j) {
+    float* out = acc + int64_t(j) * Dh;
+    for (int r = 0; r < R; ++r) {
+      const float wr = w[int64_t(r) * ldw + j];
+      const float* ar = a + int64_t(r) * lda;
+#pragma omp simd
+      for (int d = 0; d < Dh; ++d) out[d] += wr * ar[d];
+    }
+  }
+}
+
+// Softmax of row[0 .. T) in place, shifted by the row max for stability. The row is padded
+// to Tp (a multiple of kTile) so that every loop runs in whole vectors: the padding holds
+// the lowest float, which leaves the max unchanged and whose exp (clamped at exp(-87),
+// about 1.6e-38) vanishes below the last bit of a sum that the max's exp(0) = 1 is in.
+inline void softmax_padded(float* __restrict row, int T, int Tp) {
+  if (Tp % kTile != 0) __builtin_unreachable();  // lets the loops run in whole vectors
+  for (int j = T; j < Tp; ++j) row[j] = std::numeric_limits<float>::lowest();
+  float maxv = row[0];
+#pragma omp simd reduction(max : maxv)
+  for (int j = 0; j < Tp; ++j) maxv = row[j] > maxv ? row[j] : maxv;
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int j = 0; j < Tp; ++j) {
+    row[j] = exp_nonpositive(row[j] - maxv);
+    sum += row[j];
+  }
+  const float inv = 1.0f / sum;
+#pragma omp simd
+  for (int j = 0; j < Tp; ++j) row[j] *= inv;
+}
+
+// Additive scores: rows (R, Tp) = sum_d v_d tanh(a_rd + kt_dj), for a (R, Dh; row stride
+// lda) the query rows and kt (Dh, Tp) = K^T, kTile columns at a time. The padding columns
+// hold tanh(a_rd) sums, which the softmax overwrites.
+template <int kDh, int R>
+void additive_rows(float* __restrict rows, const float* __restrict a, int lda,
+                   const float* __restrict kt, const float* __restrict v, int Tp, int dh) {
+  const int Dh = kDh ? kDh : dh;
+  for (int j0 = 0; j0 < Tp; j0 += kTile) {
+    float tile[R][kTile] = {};
+    for (int d = 0; d < Dh; ++d) {
+      const float* k = kt + int64_t(d) * Tp + j0;
+      const float vd = v[d];
+      for (int r = 0; r < R; ++r) {
+        const float ad = a[int64_t(r) * lda + d];
+#pragma omp simd
+        for (int j = 0; j < kTile; ++j) tile[r][j] += vd * tanh_inline(ad + k[j]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+#pragma omp simd
+      for (int j = 0; j < kTile; ++j) rows[int64_t(r) * Tp + j0 + j] = tile[r][j];
+  }
+}
+
+// Backward of additive_rows for R query rows, given ds (R, Tp; zero in the padding) the
+// gradient at the scores, with t = tanh(a_rd + kt_dj) recomputed:
+//   da (R, Dh; row stride ldda) += v_d sum_j ds_rj (1 - t^2)
+//   dkt (Dh, Tp)                += v_d sum_r ds_rj (1 - t^2)
+//   dv (Dh)                     += sum_rj ds_rj t
+template <int kDh, int R>
+void additive_rows_backward(float* __restrict da, int ldda, float* __restrict dkt,
+                            float* __restrict dv, const float* __restrict ds,
+                            const float* __restrict a, int lda, const float* __restrict kt,
+                            const float* __restrict v, int Tp, int dh) {
+  const int Dh = kDh ? kDh : dh;
+  for (int d = 0; d < Dh; ++d) {
+    const float vd = v[d];
+    float dv_sum = 0.0f;
+    for (int r = 0; r < R; ++r) {
+      const float ad = a[int64_t(r) * lda + d];
+      const float* dsr = ds + int64_t(r) * Tp;
+      float da_sum = 0.0f;
+      for (int j0 = 0; j0 < Tp; j0 += kTile) {
+        const float* k = kt + int64_t(d) * Tp + j0;
+        float* dk = dkt + int64_t(d) * Tp + j0;
+#pragma omp simd reduction(+ : da_sum, dv_sum)
+        for (int j = 0; j < kTile; ++j) {
+          const float t = tanh_inline(ad + k[j]);
+          const float u = dsr[j0 + j] * (1.0f - t * t);
+          da_sum += u;
+          dv_sum += dsr[j0 + j] * t;
+          dk[j] += vd * u;
+        }
+      }
+      da[int64_t(r) * ldda + d] += vd * da_sum;
+    }
+    dv[d] += dv_sum;
+  }
+}
+
+}  // namespace minivit::attention_tiles
