@@ -32,6 +32,7 @@ void require_same(const Config& a, const Config& b) {
   CHECK(a.model.dropout == b.model.dropout);
   CHECK(a.model.attention_dropout == b.model.attention_dropout);
   CHECK(a.model.num_classes == b.model.num_classes);
+  CHECK(a.model.attention == b.model.attention);
   CHECK(a.data.format == b.data.format);
   CHECK(a.data.path == b.data.path);
   CHECK(a.data.mean == b.data.mean);
@@ -82,6 +83,7 @@ Config unusual_config() {
   c.model.dropout = 0.1f;
   c.model.attention_dropout = 1.0f / 3.0f;
   c.model.num_classes = 3;
+  c.model.attention = minivit::AttentionForm::cosine;
   c.data.format = DataFormat::folder;
   c.data.path = "/data/my \"quoted\" dir/ünïcode\tand tab";
   c.data.mean = {0.4914f, 0.4822f, 0.4465f};
@@ -400,7 +402,7 @@ TEST_CASE("config_to_toml reads back to the same config", "[config]") {
 
 TEST_CASE("config_to_flat and config_from_flat invert each other", "[config]") {
   auto flat = minivit::config_to_flat(Config{});
-  CHECK(flat.size() == 45);
+  CHECK(flat.size() == 46);
   auto has = [&](const std::string& key, const std::string& value) {
     for (const auto& [k, v] : flat)
       if (k == key) return v == value;
@@ -408,6 +410,7 @@ TEST_CASE("config_to_flat and config_from_flat invert each other", "[config]") {
   };
   CHECK(has("model.dim", "64"));
   CHECK(has("data.format", "\"idx\""));
+  CHECK(has("model.attention", "\"scaled_dot\""));
   CHECK(has("data.mean", "[0.286]"));
   CHECK(has("data.class_names", "[]"));
   CHECK(has("data.shuffle", "true"));

@@ -98,6 +98,13 @@ TEST_CASE("enumerations reject unknown choices", "[config]") {
                       Contains("cfg.toml:2: key 'optim.name'") && Contains("\"adam\""));
   REQUIRE_THROWS_WITH(parse_config("[optim]\nschedule = \"linear\"\n", "cfg.toml"),
                       Contains("cfg.toml:2: key 'optim.schedule'"));
+  REQUIRE_THROWS_WITH(parse_config("[model]\nattention = \"scaled\"\n", "cfg.toml"),
+                      "cfg.toml:2: key 'model.attention': expected one of \"scaled_dot\", "
+                      "\"dot\", \"additive\", \"cosine\", got \"scaled\"");
+  CHECK(parse_config("[model]\nattention = \"additive\"\n", "cfg.toml").model.attention ==
+        minivit::AttentionForm::additive);
+  CHECK(parse_config("", "cfg.toml", {"model.attention=cosine"}).model.attention ==
+        minivit::AttentionForm::cosine);
 }
 
 TEST_CASE("validate_config checks configs built in code, without a line", "[config]") {
