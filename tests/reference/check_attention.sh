@@ -5,20 +5,34 @@
 # Fashion-MNIST test image, then torch_vit.py's attention on the very input minivit saw
 # (input.npy). Every weight of [layers, heads, T, T] must agree to 1e-4, and rollout.npy
 # must equal the rollout recomputed in NumPy from the PyTorch maps, for each fusion.
-# Usage: check_attention.sh MINIVIT_EXE SOURCE_DIR [DATA_DIR [CHECKPOINT]]
-#   CHECKPOINT: compare on this minivit checkpoint instead (for instance a trained one).
+# Usage: check_attention.sh MINIVIT_EXE SOURCE_DIR [DATA_DIR [CHECKPOINT]] [--set model.KEY=VALUE]...
+#   CHECKPOINT: compare on this minivit checkpoint instead (for instance a trained one); its
+#   metadata then decides the model form.
+#   --set model.KEY=VALUE: the model form of the weights made here (e.g. --set
+#   model.attention=cosine); minivit gets it as given, the reference's init as --KEY VALUE.
 # Exits 77 (reported as skipped by CTest) when PyTorch or the dataset is not installed.
 set -euo pipefail
 minivit=$1
 source_dir=$2
-data=${3:-/usr/share/datasets/fashion-mnist}
-checkpoint=${4:-}
+shift 2
+positional=()
+while (($#)) && [[ $1 != --set ]]; do
+  positional+=("$1")
+  shift
+done
+data=${positional[0]:-/usr/share/datasets/fashion-mnist}
+checkpoint=${positional[1]:-}
 source "$source_dir/tests/reference/common.sh"
+model_sets "$@"
+if [[ -n "$checkpoint" && ${#sets[@]} -gt 0 ]]; then
+  echo "error: a CHECKPOINT carries its own model form; --set applies only to weights made here" >&2
+  exit 2
+fi
 
 if [[ -z "$checkpoint" ]]; then
-  "${ref[@]}" init --seed 2 --out "$tmp/w.safetensors"
+  "${ref[@]}" init --seed 2 "${init_args[@]}" --out "$tmp/w.safetensors"
   "$minivit" train --config "$source_dir/configs/fashion_mnist.toml" --init "$tmp/w.safetensors" \
-    --out "$tmp/run" --set data.path="$data" \
+    --out "$tmp/run" --set data.path="$data" "${sets[@]}" \
     --set optim.name=sgd --set optim.lr=1e-30 --set optim.momentum=0 --set optim.weight_decay=0 \
     --set optim.schedule=constant --set optim.warmup_steps=0 --set optim.clip_grad_norm=0 \
     --set train.max_steps=1 --set train.batch_size=8 > "$tmp/train.log" 2>&1 ||
@@ -35,38 +49,49 @@ for variant in "mean 0" "max 0.9" "min 0.5"; do
     { cat "$tmp/attention.log"; exit 1; }
   "${ref[@]}" attention --weights "$checkpoint" --image-npy "$out/input.npy" \
     --out "$tmp/ref_$fusion.npy" > /dev/null
-  "$python" - "$out" "$tmp/ref_$fusion.npy" "$fusion" "$discard" <<'PY' || status=1
+  "$python" - "$out" "$tmp/ref_$fusion.npy" "$fusion" "$discard" "$checkpoint" "$source_dir" \
+    <<'PY' || status=1
 import sys
 import numpy as np
 
 out, ref_path, fusion, discard = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+sys.path.insert(0, sys.argv[6] + "/tests/reference")
+from torch_vit import form_from_metadata, read_safetensors  # noqa: E402
+
+cls_pool = form_from_metadata(read_safetensors(sys.argv[5])[1], "pool") == "cls"
 mine = np.load(out + "/attention.npy")
 ref = np.load(ref_path)
 rollout = np.load(out + "/rollout.npy")
 
 
-def paper_rollout(att, fusion, discard):
+def paper_rollout(att, fusion, discard, cls_pool):
     """Abnar & Zuidema: fuse heads, drop the smallest entries (never column 0, the CLS
-    column), add I, renormalise rows, multiply up the layers; CLS row over the patches."""
+    column), add I, renormalise rows, multiply up the layers; CLS row over the patches.
+
+    Without a CLS token (mean pooling) every token is a patch: no column is spared, and
+    the pooled output is the mean of the last layer's tokens, so its rollout is the mean
+    of the joint rows."""
     L, H, T, _ = att.shape
+    first = 1 if cls_pool else 0
     joint = np.eye(T)
     for layer in att.astype(np.float64):
         a = {"mean": layer.mean(0), "max": layer.max(0), "min": layer.min(0)}[fusion]
-        rest = a[:, 1:].copy().ravel()
+        rest = a[:, first:].copy().ravel()
         k = int(np.floor(discard * rest.size))
         rest[np.argsort(rest, kind="stable")[:k]] = 0.0
-        a[:, 1:] = rest.reshape(T, T - 1)
+        a[:, first:] = rest.reshape(T, T - first)
         a = a + np.eye(T)
         a = a / a.sum(axis=-1, keepdims=True)
         joint = a @ joint
-    G = int(round((T - 1) ** 0.5))
-    return joint[0, 1:].reshape(G, G)
+    G = int(round((T - first) ** 0.5))
+    pooled = joint[0] if cls_pool else joint.mean(axis=0)
+    return pooled[first:].reshape(G, G)
 
 
 ok = mine.dtype == np.float32 and mine.shape == ref.shape and mine.ndim == 4
 diff = float(np.abs(mine.astype(np.float64) - ref).max()) if ok else float("inf")
 rows = float(np.abs(mine.sum(-1) - 1).max()) if ok else float("inf")
-want = paper_rollout(ref, fusion, discard)
+want = paper_rollout(ref, fusion, discard, cls_pool)
 rdiff = float(np.abs(rollout - want).max()) if rollout.shape == want.shape else float("inf")
 ok = ok and diff <= 1e-4 and rows <= 1e-5 and rdiff <= 1e-4
 print("attention %s vs PyTorch: max |diff| %.2e, max |row sum - 1| %.1e; "

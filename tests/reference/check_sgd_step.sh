@@ -3,21 +3,30 @@
 # the same weights (written by the reference in the checkpoint layout and loaded with
 # --init), take one plain SGD step on the same Fashion-MNIST batch, and every tensor's
 # update must agree to 1e-3 relative.
-# Usage: check_sgd_step.sh MINIVIT_EXE SOURCE_DIR [DATA_DIR]
+# Usage: check_sgd_step.sh MINIVIT_EXE SOURCE_DIR [DATA_DIR] [--set model.KEY=VALUE]...
+#   --set model.KEY=VALUE: the model form to check (e.g. --set model.attention=additive);
+#   minivit gets it as given, the reference's init as --KEY VALUE.
 # Exits 77 (reported as skipped by CTest) when PyTorch or the dataset is not installed.
 set -euo pipefail
 minivit=$1
 source_dir=$2
-data=${3:-/usr/share/datasets/fashion-mnist}
+shift 2
+data=/usr/share/datasets/fashion-mnist
+if (($#)) && [[ $1 != --set ]]; then
+  data=$1
+  shift
+fi
 source "$source_dir/tests/reference/common.sh"
+model_sets "$@"
 batch=32
 lr=0.1
 
-"${ref[@]}" init --seed 1 --out "$tmp/w.safetensors"
+"${ref[@]}" init --seed 1 "${init_args[@]}" --out "$tmp/w.safetensors"
 "${ref[@]}" step --weights "$tmp/w.safetensors" --data "$data" --batch-size $batch --lr $lr \
   --mean 0.2860 --std 0.3530 --out "$tmp/ref.safetensors"
+# The form comes first so that the settings that make the step comparable win over it.
 "$minivit" train --config "$source_dir/configs/fashion_mnist.toml" --init "$tmp/w.safetensors" \
-  --out "$tmp/run" --set data.path="$data" \
+  --out "$tmp/run" --set data.path="$data" "${sets[@]}" \
   --set optim.name=sgd --set optim.lr=$lr --set optim.momentum=0 --set optim.weight_decay=0 \
   --set optim.schedule=constant --set optim.warmup_steps=0 --set optim.clip_grad_norm=0 \
   --set optim.label_smoothing=0 --set model.dropout=0 --set model.attention_dropout=0 \

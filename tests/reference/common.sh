@@ -15,3 +15,25 @@ done
 ref=("$python" "$source_dir/tests/reference/torch_vit.py")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+# model_sets [--set model.KEY=VALUE]...: the model form a check runs, as `sets` (minivit's
+# --set arguments, as given) and `init_args` (the reference init's --KEY VALUE, with the
+# key's underscores as dashes and TOML string quotes dropped). Only model keys: the rest of
+# a check's configuration is what makes the two sides comparable, so it is not open.
+model_sets() {
+  sets=()
+  init_args=()
+  while (($#)); do
+    if [[ $1 != --set || $# -lt 2 || $2 != model.?*=?* ]]; then
+      echo "error: expected --set model.KEY=VALUE, got '$*'" >&2
+      exit 2
+    fi
+    local key=${2%%=*} value=${2#*=}
+    key=${key#model.}
+    value=${value#\"}
+    value=${value%\"}
+    sets+=(--set "$2")
+    init_args+=("--${key//_/-}" "$value")
+    shift 2
+  done
+}
