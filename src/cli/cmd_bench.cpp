@@ -71,8 +71,9 @@ int run_bench(const BenchOptions& opt) {
                  config.optim.lr * 0.01f, config.optim.clip_grad_norm,
                  rng_key(config.train.seed, kRngDropout, uint64_t(first + s)));
   };
-  std::fprintf(stderr, "bench: %s, batch %d, %d tokens, %d threads, gemm kernels %s\n",
-               opt.config_path.c_str(), B, mc.tokens(), threads, gemm_kernels_name().c_str());
+  std::fprintf(stderr, "bench: %s, batch %d, %d tokens, %s attention, %d threads, gemm kernels %s\n",
+               opt.config_path.c_str(), B, mc.tokens(), std::string(config_name(mc.attention)).c_str(),
+               threads, gemm_kernels_name().c_str());
   if (const std::string advice = blas_kernel_advice(); !advice.empty())
     std::fprintf(stderr, "%s\n", advice.c_str());
   train_steps(opt.warmup, 0);
@@ -127,7 +128,8 @@ int run_bench(const BenchOptions& opt) {
   std::printf("threads %d, gemm kernels %s, peak RSS %.0f MB, activations %.0f MB\n", threads,
               gemm_kernels_name().c_str(), peak_rss_mb, acts.bytes() / 1048576.0);
   if (!opt.json_path.empty()) {
-    nlohmann::json j = {{"train_img_per_s", train_ips},
+    nlohmann::json j = {{"attention", config_name(mc.attention)},
+                        {"train_img_per_s", train_ips},
                         {"eval_img_per_s", eval_ips},
                         {"gflops", train_gflops},
                         {"eval_gflops", eval_gflops},
