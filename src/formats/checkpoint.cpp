@@ -216,6 +216,13 @@ TrainingProgress load_resume_state(const std::string& path, ViT& model, Optimize
       throw Error(path + ": the resume state was written for " + key + " = " +
                   std::to_string(values.first) + ", but the config asks for " +
                   std::to_string(values.second));
+  const std::pair<const char*, std::pair<std::string_view, std::string_view>> forms[] = {
+      {"model.pos_embed", {config_name(a.pos_embed), config_name(b.pos_embed)}}};
+  for (const auto& [key, words] : forms)
+    if (words.first != words.second)
+      throw Error(path + ": the resume state was written for " + key + " = \"" +
+                  std::string(words.first) + "\", but the config asks for \"" +
+                  std::string(words.second) + "\"");
   if (saved_config) *saved_config = saved;
   for (const char* name : {"optimizer.m", "optimizer.v"}) {
     auto it = file.tensors.find(name);

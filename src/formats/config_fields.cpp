@@ -18,6 +18,7 @@ constexpr std::string_view kDataFormats[] = {"idx", "cifar10", "cifar100", "fold
 constexpr std::string_view kCifar100Labels[] = {"fine", "coarse"};
 constexpr std::string_view kOptimizers[] = {"adamw", "sgd"};
 constexpr std::string_view kLrSchedules[] = {"cosine", "constant"};
+constexpr std::string_view kPosEmbeds[] = {"learned", "sincos2d", "none"};
 
 }  // namespace
 
@@ -25,6 +26,7 @@ std::span<const std::string_view> choice_words(DataFormat) { return kDataFormats
 std::span<const std::string_view> choice_words(Cifar100Label) { return kCifar100Labels; }
 std::span<const std::string_view> choice_words(OptimizerKind) { return kOptimizers; }
 std::span<const std::string_view> choice_words(LrSchedule) { return kLrSchedules; }
+std::span<const std::string_view> choice_words(PosEmbedKind) { return kPosEmbeds; }
 
 std::vector<Field> fields_of(Config& c) {
   return {
@@ -38,6 +40,7 @@ std::vector<Field> fields_of(Config& c) {
       {"model", "dropout", &c.model.dropout},
       {"model", "attention_dropout", &c.model.attention_dropout},
       {"model", "num_classes", &c.model.num_classes},
+      {"model", "pos_embed", &c.model.pos_embed},
       {"data", "format", &c.data.format},
       {"data", "path", &c.data.path},
       {"data", "mean", &c.data.mean},
@@ -131,5 +134,6 @@ std::string_view config_name(DataFormat format) { return word_of(format); }
 std::string_view config_name(Cifar100Label label) { return word_of(label); }
 std::string_view config_name(OptimizerKind optimizer) { return word_of(optimizer); }
 std::string_view config_name(LrSchedule schedule) { return word_of(schedule); }
+std::string_view config_name(PosEmbedKind pos_embed) { return word_of(pos_embed); }
 
 }  // namespace minivit

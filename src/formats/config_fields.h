@@ -19,7 +19,7 @@ namespace minivit::config_fields {
 
 using FieldTarget = std::variant<int*, int64_t*, uint64_t*, float*, bool*, std::string*,
                                  std::vector<float>*, std::vector<std::string>*, DataFormat*,
-                                 Cifar100Label*, OptimizerKind*, LrSchedule*>;
+                                 Cifar100Label*, OptimizerKind*, LrSchedule*, PosEmbedKind*>;
 
 struct Field {
   std::string_view section;
@@ -45,6 +45,7 @@ std::span<const std::string_view> choice_words(DataFormat);
 std::span<const std::string_view> choice_words(Cifar100Label);
 std::span<const std::string_view> choice_words(OptimizerKind);
 std::span<const std::string_view> choice_words(LrSchedule);
+std::span<const std::string_view> choice_words(PosEmbedKind);
 
 template <typename Choice>
 concept IsChoice = std::is_enum_v<Choice>;

@@ -21,6 +21,7 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
   const Init patch{ParamInit::uniform, 1.0 / std::sqrt(double(c.patch_len()))};
   const Init weight{ParamInit::trunc_normal, 0.02}, zeros{ParamInit::zeros}, ones{ParamInit::ones};
   std::vector<ParamSpec> specs;
+  const Init fixed_sincos{ParamInit::sincos_2d};
   auto add = [&](std::string name, std::vector<int64_t> shape, Init init, bool decay,
                  float* ViTParams::*field) {
     ParamSpec s;
@@ -42,7 +43,12 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
   };
   using B = BlockParams;
   add("cls_token", {1, 1, D}, {ParamInit::normal, 1e-6}, false, &ViTParams::cls_token);
-  add("pos_embed", {1, T, D}, weight, false, &ViTParams::pos_embed);
+  if (c.pos_embed != PosEmbedKind::none) {
+    const bool learned = c.pos_embed == PosEmbedKind::learned;
+    add("pos_embed", {1, T, D}, learned ? weight : fixed_sincos, false, &ViTParams::pos_embed);
+    specs.back().trainable = learned;
+    specs.back().sincos_grid = c.grid();
+  }
   add("patch_embed.proj.weight", {D, c.channels, c.patch_size, c.patch_size}, patch, true,
       &ViTParams::patch_w);
   add("patch_embed.proj.bias", {D}, patch, false, &ViTParams::patch_b);
@@ -105,6 +111,24 @@ static void trunc_normal(float* out, int64_t n, double std, uint64_t key) {
   }
 }
 
+void sincos_2d_table(float* out, int64_t rows, int64_t D, int G) {
+  const int64_t quarter = D / 4, patches = int64_t(G) * G, leading = rows - patches;
+  std::fill(out, out + leading * D, 0.0f);
+  for (int64_t n = 0; n < patches; ++n) {
+    const double y = double(n / G), x = double(n % G);
+    float* row = out + (leading + n) * D;
+    for (int64_t k = 0; k < quarter; ++k) {
+      // With D = 4 the one frequency is 1, where the formula's exponent would be 0 / 0.
+      const double exponent = quarter > 1 ? double(k) / double(quarter - 1) : 0.0;
+      const double omega = 1.0 / std::pow(10000.0, exponent);
+      row[k] = float(std::sin(x * omega));
+      row[quarter + k] = float(std::cos(x * omega));
+      row[2 * quarter + k] = float(std::sin(y * omega));
+      row[3 * quarter + k] = float(std::cos(y * omega));
+    }
+  }
+}
+
 void init_params(float* weights, const std::vector<ParamSpec>& specs, uint64_t seed) {
   for (size_t t = 0; t < specs.size(); ++t) {
     const ParamSpec& s = specs[t];
@@ -126,6 +150,9 @@ void init_params(float* weights, const std::vector<ParamSpec>& specs, uint64_t s
       case ParamInit::uniform:
         for (int64_t i = 0; i < s.size; ++i)
           p[i] = float((2.0 * rng_uniform(key, i) - 1.0) * s.init_scale);
+        break;
+      case ParamInit::sincos_2d:
+        sincos_2d_table(p, s.shape[1], s.shape[2], s.sincos_grid);
         break;
     }
   }

@@ -34,6 +34,9 @@ static void check_model_shapes(const ModelConfig& c) {
   if (c.image_size % c.patch_size != 0)
     throw Error("model: image_size " + std::to_string(c.image_size) +
                 " is not divisible by patch_size " + std::to_string(c.patch_size));
+  if (c.pos_embed == PosEmbedKind::sincos2d && c.dim % 4 != 0)
+    throw Error("model: dim " + std::to_string(c.dim) +
+                " is not divisible by 4, as pos_embed sincos2d needs");
 }
 
 double vit_memory_bytes(const ModelConfig& c, int batch, bool training) {
@@ -297,9 +300,11 @@ void vit_backward(ViT& model, Activations& acts, int B) {
                        a.ln1_rstd, BT, D, acts.layernorm_partials);
   }
 
-  // tokens = [cls; patch_proj] + pos;  patch_proj = linear(patches)
+  // tokens = [cls; patch_proj] + pos;  patch_proj = linear(patches). A fixed sin-cos table
+  // takes no gradient.
+  float* dpos = c.pos_embed == PosEmbedKind::learned ? g.pos_embed : nullptr;
   zero(acts.dpatch_proj, int64_t(B) * N * D);
-  embed_tokens_backward(acts.dpatch_proj, g.cls_token, g.pos_embed, dx, B, N, D);
+  embed_tokens_backward(acts.dpatch_proj, g.cls_token, dpos, dx, B, N, D);
   linear_backward(nullptr, g.patch_w, g.patch_b, acts.dpatch_proj, acts.patches,
                   w.patch_w, B * N, c.patch_len(), D, acts.ones);
 }

@@ -18,6 +18,13 @@ enum class Cifar100Label {
   coarse,  // 20 superclasses
 };
 
+// Where the tokens learn their place in the image from.
+enum class PosEmbedKind {
+  learned,   // a trained table (1, T, D), timm's default
+  sincos2d,  // SimpleViT's fixed 2-D sine-cosine table: stored in checkpoints, never trained
+  none,      // no position information
+};
+
 enum class OptimizerKind { adamw, sgd };
 enum class LrSchedule { cosine, constant };
 
@@ -32,6 +39,7 @@ struct ModelConfig {
   float dropout = 0.0f;            // on the attention projection and both MLP outputs
   float attention_dropout = 0.0f;  // on the softmax attention weights
   int num_classes = 10;
+  PosEmbedKind pos_embed = PosEmbedKind::learned;  // sincos2d needs dim % 4 == 0
 
   int grid() const { return image_size / patch_size; }
   int patches() const { return grid() * grid(); }
