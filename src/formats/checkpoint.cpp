@@ -217,7 +217,8 @@ TrainingProgress load_resume_state(const std::string& path, ViT& model, Optimize
                   std::to_string(values.first) + ", but the config asks for " +
                   std::to_string(values.second));
   const std::pair<const char*, std::pair<std::string_view, std::string_view>> forms[] = {
-      {"model.pos_embed", {config_name(a.pos_embed), config_name(b.pos_embed)}}};
+      {"model.pos_embed", {config_name(a.pos_embed), config_name(b.pos_embed)}},
+      {"model.pool", {config_name(a.pool), config_name(b.pool)}}};
   for (const auto& [key, words] : forms)
     if (words.first != words.second)
       throw Error(path + ": the resume state was written for " + key + " = \"" +

@@ -19,7 +19,8 @@ namespace minivit::config_fields {
 
 using FieldTarget = std::variant<int*, int64_t*, uint64_t*, float*, bool*, std::string*,
                                  std::vector<float>*, std::vector<std::string>*, DataFormat*,
-                                 Cifar100Label*, OptimizerKind*, LrSchedule*, PosEmbedKind*>;
+                                 Cifar100Label*, OptimizerKind*, LrSchedule*, PosEmbedKind*,
+                                 PoolKind*>;
 
 struct Field {
   std::string_view section;
@@ -46,6 +47,7 @@ std::span<const std::string_view> choice_words(Cifar100Label);
 std::span<const std::string_view> choice_words(OptimizerKind);
 std::span<const std::string_view> choice_words(LrSchedule);
 std::span<const std::string_view> choice_words(PosEmbedKind);
+std::span<const std::string_view> choice_words(PoolKind);
 
 template <typename Choice>
 concept IsChoice = std::is_enum_v<Choice>;

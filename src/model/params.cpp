@@ -42,7 +42,8 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
     specs.back().block_field = field;
   };
   using B = BlockParams;
-  add("cls_token", {1, 1, D}, {ParamInit::normal, 1e-6}, false, &ViTParams::cls_token);
+  if (c.has_cls_token())
+    add("cls_token", {1, 1, D}, {ParamInit::normal, 1e-6}, false, &ViTParams::cls_token);
   if (c.pos_embed != PosEmbedKind::none) {
     const bool learned = c.pos_embed == PosEmbedKind::learned;
     add("pos_embed", {1, T, D}, learned ? weight : fixed_sincos, false, &ViTParams::pos_embed);
@@ -66,8 +67,11 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
     add_block(l, "mlp.fc2.weight", {D, M}, weight, true, &B::fc2_w);
     add_block(l, "mlp.fc2.bias", {D}, zeros, false, &B::fc2_b);
   }
-  add("norm.weight", {D}, ones, false, &ViTParams::norm_w);
-  add("norm.bias", {D}, zeros, false, &ViTParams::norm_b);
+  // timm's `norm` on the CLS token, or `fc_norm` on the mean of the tokens: one LayerNorm
+  // before the head either way.
+  const std::string head_norm = c.has_cls_token() ? "norm" : "fc_norm";
+  add(head_norm + ".weight", {D}, ones, false, &ViTParams::norm_w);
+  add(head_norm + ".bias", {D}, zeros, false, &ViTParams::norm_b);
   add("head.weight", {K, D}, weight, true, &ViTParams::head_w);
   add("head.bias", {K}, zeros, false, &ViTParams::head_b);
   int64_t offset = 0;

@@ -14,6 +14,7 @@
 #include "minivit/nn/gelu.h"
 #include "minivit/nn/layernorm.h"
 #include "minivit/nn/linear.h"
+#include "minivit/nn/mean_pool.h"
 #include "minivit/nn/patch_embed.h"
 
 namespace minivit {
@@ -136,7 +137,8 @@ static bool built_for(const ModelConfig& built, const ModelConfig& c) {
   return built.image_size == c.image_size && built.channels == c.channels &&
          built.patch_size == c.patch_size && built.dim == c.dim && built.depth == c.depth &&
          built.heads == c.heads && built.mlp_dim == c.mlp_dim &&
-         built.num_classes == c.num_classes && (built.dropout > 0.0f) == (c.dropout > 0.0f) &&
+         built.num_classes == c.num_classes && built.pool == c.pool &&
+         (built.dropout > 0.0f) == (c.dropout > 0.0f) &&
          (built.attention_dropout > 0.0f) == (c.attention_dropout > 0.0f);
 }
 
@@ -145,7 +147,7 @@ static void check_forward(const ViT& model, const Activations& acts, const float
   if (!built_for(acts.config, model.config))
     throw Error(
         "vit_forward: the activations were built for another model (dim, depth, heads, "
-        "mlp_dim, tokens, classes or dropout differ)");
+        "mlp_dim, tokens, pooling, classes or dropout differ)");
   if (B < 1 || B > acts.max_batch)
     throw Error("vit_forward: batch " + std::to_string(B) + " is outside 1.." +
                 std::to_string(acts.max_batch) + ", the batch the activations were built for");
@@ -187,8 +189,11 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
   patchify(acts.patches, images, B, c.channels, c.image_size, c.patch_size);
   linear_forward(acts.patch_proj, acts.patches, w.patch_w, w.patch_b, B * N,
                  c.patch_len(), D);
-  embed_tokens_forward(acts.blocks[0].x, acts.patch_proj, w.cls_token, w.pos_embed,
-                       B, N, D);
+  // No pos_embed with model.pos_embed = none: w.pos_embed is null and nothing is added.
+  if (c.has_cls_token())
+    embed_tokens_forward(acts.blocks[0].x, acts.patch_proj, w.cls_token, w.pos_embed, B, N, D);
+  else
+    embed_patch_tokens_forward(acts.blocks[0].x, acts.patch_proj, w.pos_embed, B, N, D);
 
   for (int l = 0; l < c.depth; ++l) {
     const BlockParams& bw = w.blocks[size_t(l)];
@@ -225,13 +230,17 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
     residual_add(x_next, a.resid_mid, branch, fuse_bias ? bw.fc2_b : nullptr, BT, D);
   }
 
-  // The head reads only the CLS token, so the final LayerNorm runs on those rows alone.
+  // The head reads one row per image, the CLS token's or the mean of all tokens, so the
+  // final LayerNorm runs on those rows alone.
   const float* last = acts.x_final;
-  for (int b = 0; b < B; ++b)
-    std::copy_n(last + int64_t(b) * T * D, D, acts.cls + int64_t(b) * D);
-  layernorm_forward(acts.cls_norm, acts.cls_mean, acts.cls_rstd,
-                    acts.cls, w.norm_w, w.norm_b, B, D);
-  linear_forward(acts.logits, acts.cls_norm, w.head_w, w.head_b, B, D, K);
+  if (c.has_cls_token())
+    for (int b = 0; b < B; ++b)
+      std::copy_n(last + int64_t(b) * T * D, D, acts.pooled + int64_t(b) * D);
+  else
+    mean_pool_forward(acts.pooled, last, B, T, D);
+  layernorm_forward(acts.pooled_norm, acts.pooled_mean, acts.pooled_rstd,
+                    acts.pooled, w.norm_w, w.norm_b, B, D);
+  linear_forward(acts.logits, acts.pooled_norm, w.head_w, w.head_b, B, D, K);
   acts.forward_batch = B;
   acts.forward_was_training = training;
 }
@@ -248,18 +257,21 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   const float p_att = c.attention_dropout;
   check_backward(model, acts, B);
 
-  // logits = head(LN(cls))
-  zero(acts.dcls_norm, int64_t(B) * D);
-  linear_backward(acts.dcls_norm, g.head_w, g.head_b, acts.dlogits,
-                  acts.cls_norm, w.head_w, B, D, K, acts.ones);
-  zero(acts.dcls, int64_t(B) * D);
-  layernorm_backward(acts.dcls, g.norm_w, g.norm_b, acts.dcls_norm,
-                     acts.cls, w.norm_w, acts.cls_mean, acts.cls_rstd, B,
+  // logits = head(LN(pooled)); pooled = the CLS row, or the mean over the tokens
+  zero(acts.dpooled_norm, int64_t(B) * D);
+  linear_backward(acts.dpooled_norm, g.head_w, g.head_b, acts.dlogits,
+                  acts.pooled_norm, w.head_w, B, D, K, acts.ones);
+  zero(acts.dpooled, int64_t(B) * D);
+  layernorm_backward(acts.dpooled, g.norm_w, g.norm_b, acts.dpooled_norm,
+                     acts.pooled, w.norm_w, acts.pooled_mean, acts.pooled_rstd, B,
                      D, acts.layernorm_partials);
   float* dx = acts.dresid;
   zero(dx, BTD);
-  for (int b = 0; b < B; ++b)
-    std::copy_n(acts.dcls + int64_t(b) * D, D, dx + int64_t(b) * T * D);
+  if (c.has_cls_token())
+    for (int b = 0; b < B; ++b)
+      std::copy_n(acts.dpooled + int64_t(b) * D, D, dx + int64_t(b) * T * D);
+  else
+    mean_pool_backward(dx, acts.dpooled, B, T, D);
 
   for (int l = c.depth - 1; l >= 0; --l) {
     const BlockParams& bw = w.blocks[size_t(l)];
@@ -300,11 +312,14 @@ void vit_backward(ViT& model, Activations& acts, int B) {
                        a.ln1_rstd, BT, D, acts.layernorm_partials);
   }
 
-  // tokens = [cls; patch_proj] + pos;  patch_proj = linear(patches). A fixed sin-cos table
+  // tokens = [cls;] patch_proj + pos;  patch_proj = linear(patches). A fixed sin-cos table
   // takes no gradient.
   float* dpos = c.pos_embed == PosEmbedKind::learned ? g.pos_embed : nullptr;
   zero(acts.dpatch_proj, int64_t(B) * N * D);
-  embed_tokens_backward(acts.dpatch_proj, g.cls_token, dpos, dx, B, N, D);
+  if (c.has_cls_token())
+    embed_tokens_backward(acts.dpatch_proj, g.cls_token, dpos, dx, B, N, D);
+  else
+    embed_patch_tokens_backward(acts.dpatch_proj, dpos, dx, B, N, D);
   linear_backward(nullptr, g.patch_w, g.patch_b, acts.dpatch_proj, acts.patches,
                   w.patch_w, B * N, c.patch_len(), D, acts.ones);
 }

@@ -17,7 +17,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-Config tiny_config_of_form(PosEmbedKind pos_embed) {
+Config tiny_config_of_form(PosEmbedKind pos_embed, PoolKind pool = PoolKind::cls) {
   Config c;
   c.model.image_size = 8;
   c.model.patch_size = 4;
@@ -27,6 +27,7 @@ Config tiny_config_of_form(PosEmbedKind pos_embed) {
   c.model.mlp_dim = 16;
   c.model.num_classes = 3;
   c.model.pos_embed = pos_embed;
+  c.model.pool = pool;
   return c;
 }
 
@@ -35,9 +36,10 @@ const std::vector<std::string> kClassNames = {"a", "b", "c"};
 }  // namespace
 
 TEST_CASE("every model form round-trips through a checkpoint", "[checkpoint][forms]") {
-  for (PosEmbedKind pos_embed : {PosEmbedKind::learned, PosEmbedKind::sincos2d, PosEmbedKind::none}) {
-    const Config config = tiny_config_of_form(pos_embed);
-    INFO("pos_embed " << config_name(pos_embed));
+  for (PosEmbedKind pos_embed : {PosEmbedKind::learned, PosEmbedKind::sincos2d, PosEmbedKind::none})
+  for (PoolKind pool : {PoolKind::cls, PoolKind::mean}) {
+    const Config config = tiny_config_of_form(pos_embed, pool);
+    INFO("pos_embed " << config_name(pos_embed) << ", pool " << config_name(pool));
     ViT model(config.model);
     model.init(21);
     TempDir dir("ckpt_forms");
@@ -48,12 +50,14 @@ TEST_CASE("every model form round-trips through a checkpoint", "[checkpoint][for
 
     const SafetensorsFile file = read_safetensors(path);
     CHECK(file.metadata.at("minivit.model.pos_embed") == "\"" + std::string(config_name(pos_embed)) + "\"");
+    CHECK(file.metadata.at("minivit.model.pool") == "\"" + std::string(config_name(pool)) + "\"");
     std::vector<std::string> names;
     for (const ParamSpec& s : model.specs) names.push_back(s.name);
     CHECK(file.order == names);
 
     const Checkpoint back = load_checkpoint(path);
     CHECK(back.config.model.pos_embed == pos_embed);
+    CHECK(back.config.model.pool == pool);
     CHECK(config_to_toml(back.config) == config_to_toml(config));
     CHECK(back.progress.step == 7);
     REQUIRE(back.model->num_params == model.num_params);
@@ -64,7 +68,7 @@ TEST_CASE("every model form round-trips through a checkpoint", "[checkpoint][for
   }
 }
 
-TEST_CASE("a checkpoint without the form keys loads as a learned position embedding",
+TEST_CASE("a checkpoint without the form keys loads as a learned position embedding and CLS pooling",
           "[checkpoint][forms]") {
   const Config config = tiny_config_of_form(PosEmbedKind::learned);
   ViT model(config.model);
@@ -73,12 +77,14 @@ TEST_CASE("a checkpoint without the form keys loads as a learned position embedd
   save_checkpoint(dir.str("new.safetensors"), model, config, kClassNames, {});
   SafetensorsFile file = read_safetensors(dir.str("new.safetensors"));
   file.metadata.erase("minivit.model.pos_embed");
+  file.metadata.erase("minivit.model.pool");
   std::vector<TensorRef> refs;
   for (const std::string& name : file.order)
     refs.push_back({name, file.tensors.at(name).shape, file.tensors.at(name).data.data()});
   write_safetensors(dir.str("old.safetensors"), refs, file.metadata);
   const Checkpoint old = load_checkpoint(dir.str("old.safetensors"));
   CHECK(old.config.model.pos_embed == PosEmbedKind::learned);
+  CHECK(old.config.model.pool == PoolKind::cls);
   CHECK(std::vector<float>(old.model->weights.begin(), old.model->weights.end()) ==
         std::vector<float>(model.weights.begin(), model.weights.end()));
 }
@@ -99,6 +105,12 @@ TEST_CASE("the resume state refuses a config of another form, naming the key",
   REQUIRE_THROWS_WITH(load_resume_state(path, other, other_optimizer),
                       Contains("resume.safetensors: the resume state was written for "
                                "model.pos_embed = \"sincos2d\", but the config asks for \"learned\""));
+  // Another pooling: refused by name before any tensor is compared.
+  const Config mean = tiny_config_of_form(PosEmbedKind::sincos2d, PoolKind::mean);
+  ViT mean_model(mean.model);
+  Optimizer mean_optimizer(mean.optim, mean_model.num_params);
+  REQUIRE_THROWS_WITH(load_resume_state(path, mean_model, mean_optimizer),
+                      Contains("written for model.pool = \"cls\", but the config asks for \"mean\""));
   ViT same(config.model);
   Optimizer same_optimizer(config.optim, same.num_params);
   CHECK_NOTHROW(load_resume_state(path, same, same_optimizer));

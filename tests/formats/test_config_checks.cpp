@@ -114,6 +114,8 @@ TEST_CASE("enumerations reject unknown choices", "[config]") {
                       Contains("cfg.toml:2: key 'optim.name'") && Contains("\"adam\""));
   REQUIRE_THROWS_WITH(parse_config("[optim]\nschedule = \"linear\"\n", "cfg.toml"),
                       Contains("cfg.toml:2: key 'optim.schedule'"));
+  REQUIRE_THROWS_WITH(parse_config("[model]\npool = \"max\"\n", "cfg.toml"),
+                      "cfg.toml:2: key 'model.pool': expected one of \"cls\", \"mean\", got \"max\"");
 }
 
 TEST_CASE("validate_config checks configs built in code, without a line", "[config]") {

@@ -1,6 +1,7 @@
-// The model's forms: position embedding (learned, a fixed 2-D sine-cosine table, none).
-// Parameter tables as timm lays them out, the sin-cos table against its formula, gradients
-// against finite differences, and a fixed table the optimizer never moves.
+// The model's forms: position embedding (learned, a fixed 2-D sine-cosine table, none) and
+// pooling (a CLS token, or the mean of the patch tokens). Parameter tables as timm lays them
+// out, the sin-cos table against its formula, gradients against finite differences, and a
+// fixed table the optimizer never moves.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
@@ -17,9 +18,10 @@ using namespace minivit_test;
 
 namespace {
 
-ModelConfig with_pos_embed(PosEmbedKind pos_embed) {
+ModelConfig with_pos_embed(PosEmbedKind pos_embed, PoolKind pool = PoolKind::cls) {
   ModelConfig c = tiny_model_config();
   c.pos_embed = pos_embed;
+  c.pool = pool;
   return c;
 }
 
@@ -154,4 +156,83 @@ TEST_CASE("training never moves the sincos2d table nor its optimizer moments", "
     CHECK(weights_of(model, "patch_embed.proj.weight") != values_of(model, before, "patch_embed.proj.weight"));
     CHECK(values_of(model, m, "cls_token") != std::vector<float>(8, 0.0f));
   }
+}
+
+TEST_CASE("mean pooling drops the CLS token and reads fc_norm, as timm's global_pool='avg'",
+          "[model][forms]") {
+  const ModelConfig c = with_pos_embed(PosEmbedKind::learned, PoolKind::mean);
+  CHECK_FALSE(c.has_cls_token());
+  CHECK(c.tokens() == c.patches());
+  CHECK(with_pos_embed(PosEmbedKind::learned).tokens() == c.patches() + 1);
+  const ViT mean(c);
+  const ViT cls(with_pos_embed(PosEmbedKind::learned));
+  std::vector<std::string> blocks;
+  for (int l = 0; l < 2; ++l)
+    for (const char* name : {"norm1.weight", "norm1.bias", "attn.qkv.weight", "attn.qkv.bias",
+                             "attn.proj.weight", "attn.proj.bias", "norm2.weight", "norm2.bias",
+                             "mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias"})
+      blocks.push_back("blocks." + std::to_string(l) + "." + name);
+  auto table = [&](std::vector<std::string> front, std::vector<std::string> back) {
+    front.insert(front.end(), blocks.begin(), blocks.end());
+    front.insert(front.end(), back.begin(), back.end());
+    return front;
+  };
+  const std::vector<std::string> patch = {"patch_embed.proj.weight", "patch_embed.proj.bias"};
+  CHECK(names_of(cls) == table({"cls_token", "pos_embed", patch[0], patch[1]},
+                               {"norm.weight", "norm.bias", "head.weight", "head.bias"}));
+  CHECK(names_of(mean) == table({"pos_embed", patch[0], patch[1]},
+                                {"fc_norm.weight", "fc_norm.bias", "head.weight", "head.bias"}));
+  CHECK(names_of(ViT(with_pos_embed(PosEmbedKind::none, PoolKind::mean))) ==
+        table(patch, {"fc_norm.weight", "fc_norm.bias", "head.weight", "head.bias"}));
+  CHECK(mean.find("pos_embed")->shape == std::vector<int64_t>{1, 4, 8});
+  CHECK(mean.find("fc_norm.weight")->shape == std::vector<int64_t>{8});
+  CHECK(mean.find("fc_norm.weight")->init == ParamInit::ones);
+  CHECK(mean.find("fc_norm.bias")->init == ParamInit::zeros);
+  CHECK(mean.w.cls_token == nullptr);
+  CHECK(mean.num_params == cls.num_params - 8 - 8);  // no CLS token, one position fewer
+  // The blocks see N tokens instead of N + 1, and so do the FLOP counts.
+  CHECK(vit_forward_flops(c) < vit_forward_flops(cls.config));
+  CHECK(vit_attention_flop_share(c) < vit_attention_flop_share(cls.config));
+}
+
+TEST_CASE("with mean pooling the sincos2d table has no CLS row", "[model][forms]") {
+  ModelConfig c = with_pos_embed(PosEmbedKind::sincos2d, PoolKind::mean);
+  ViT model(c);
+  model.init(6);
+  const std::vector<float> table = weights_of(model, "pos_embed");
+  const int G = c.grid(), D = c.dim;
+  REQUIRE(table.size() == size_t(G * G * D));
+  for (int n = 0; n < G * G; ++n)
+    for (int d = 0; d < D; ++d)
+      REQUIRE(table[size_t(n * D + d)] == Approx(sincos_2d_element(n, d, G, D)).margin(1e-7));
+}
+
+TEST_CASE("whole-model gradients with mean pooling match finite differences",
+          "[model][forms][grad]") {
+  check_model_gradients(with_pos_embed(PosEmbedKind::learned, PoolKind::mean));
+}
+
+TEST_CASE("whole-model gradients with mean pooling and no position embedding match finite "
+          "differences", "[model][forms][grad]") {
+  check_model_gradients(with_pos_embed(PosEmbedKind::none, PoolKind::mean));
+}
+
+TEST_CASE("whole-model gradients with mean pooling, the sincos2d table and dropout match finite "
+          "differences", "[model][forms][grad]") {
+  ModelConfig c = with_pos_embed(PosEmbedKind::sincos2d, PoolKind::mean);
+  c.dropout = 0.2f;
+  c.attention_dropout = 0.1f;
+  check_model_gradients(c);
+}
+
+TEST_CASE("activations built for one pooling are refused by the other", "[model][forms][errors]") {
+  const ModelConfig mean_config = with_pos_embed(PosEmbedKind::learned, PoolKind::mean);
+  ViT model(mean_config);
+  model.init(8);
+  Activations cls_acts(with_pos_embed(PosEmbedKind::learned), 2, false);
+  std::vector<float> images(2 * 2 * 8 * 8, 0.5f);
+  REQUIRE_THROWS_WITH(vit_forward(model, cls_acts, images.data(), 2, false, 0),
+                      Catch::Matchers::Contains("built for another model"));
+  Activations mean_acts(mean_config, 2, false);
+  CHECK_NOTHROW(vit_forward(model, mean_acts, images.data(), 2, false, 0));
 }

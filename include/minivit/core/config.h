@@ -25,6 +25,12 @@ enum class PosEmbedKind {
   none,      // no position information
 };
 
+// What the head reads from the last block.
+enum class PoolKind {
+  cls,   // a learned CLS token, first in the sequence, through the final `norm`
+  mean,  // the mean over the patch tokens, through `fc_norm`; no CLS token
+};
+
 enum class OptimizerKind { adamw, sgd };
 enum class LrSchedule { cosine, constant };
 
@@ -40,10 +46,12 @@ struct ModelConfig {
   float attention_dropout = 0.0f;  // on the softmax attention weights
   int num_classes = 10;
   PosEmbedKind pos_embed = PosEmbedKind::learned;  // sincos2d needs dim % 4 == 0
+  PoolKind pool = PoolKind::cls;
 
   int grid() const { return image_size / patch_size; }
   int patches() const { return grid() * grid(); }
-  int tokens() const { return patches() + 1; }  // CLS first
+  bool has_cls_token() const { return pool == PoolKind::cls; }
+  int tokens() const { return patches() + (has_cls_token() ? 1 : 0); }  // a CLS token first
   int head_dim() const { return dim / heads; }
   int patch_len() const { return channels * patch_size * patch_size; }
 };

@@ -32,12 +32,12 @@ struct BlockParams {
 
 // A tensor the model's form leaves out (see ModelConfig) stays nullptr.
 struct ViTParams {
-  float* cls_token = nullptr;  // (1, 1, D)
+  float* cls_token = nullptr;  // (1, 1, D) when model.pool = cls
   float* pos_embed = nullptr;  // (1, T, D) unless model.pos_embed = none
   float* patch_w = nullptr;    // (D, C, P, P)
   float* patch_b = nullptr;    // (D)
   std::vector<BlockParams> blocks;  // (L)
-  float* norm_w = nullptr;  // (D)
+  float* norm_w = nullptr;  // (D) the LayerNorm before the head: `norm`, or `fc_norm` (mean pool)
   float* norm_b = nullptr;  // (D)
   float* head_w = nullptr;  // (K, D)
   float* head_b = nullptr;  // (K)
