@@ -18,6 +18,7 @@ AttentionMaps collect_attention(const ViT& model, const float* image) {
   vit_forward(model, acts, image, 1, false, 0);
   AttentionMaps m;
   m.att = Tensor4::from_shape({L, H, T, T});
+  m.pool = c.pool;
   for (size_t l = 0; l < L; ++l)
     std::copy_n(acts.blocks[l].att, H * T * T, m.att.data() + l * H * T * T);
   m.logits.assign(acts.logits, acts.logits + c.num_classes);
@@ -61,13 +62,16 @@ Tensor2 fuse_heads(const Tensor3& heads, Fusion fusion) {
   return out;
 }
 
-void discard_lowest(Tensor2& a, double ratio) {
-  const size_t T = a.shape(0);
-  if (!(ratio > 0.0) || T < 2) return;
-  std::vector<size_t> candidates;  // flat positions outside column 0
-  candidates.reserve(T * (T - 1));
+// The first column of `att` that is a patch: 1 behind a CLS token, else 0.
+static size_t first_patch(PoolKind pool) { return pool == PoolKind::cls ? 1 : 0; }
+
+void discard_lowest(Tensor2& a, PoolKind pool, double ratio) {
+  const size_t T = a.shape(0), first = first_patch(pool);
+  if (!(ratio > 0.0) || T <= first) return;
+  std::vector<size_t> candidates;  // flat positions outside a CLS column
+  candidates.reserve(T * (T - first));
   for (size_t r = 0; r < T; ++r)
-    for (size_t c = 1; c < T; ++c) candidates.push_back(r * T + c);
+    for (size_t c = first; c < T; ++c) candidates.push_back(r * T + c);
   const size_t k = std::min(candidates.size(), size_t(std::floor(ratio * double(candidates.size()))));
   if (k == 0) return;
   float* v = a.data();
@@ -76,7 +80,7 @@ void discard_lowest(Tensor2& a, double ratio) {
   for (size_t i = 0; i < k; ++i) v[candidates[i]] = 0.f;
 }
 
-Tensor2 rollout_matrix(const Tensor4& att, Fusion fusion, double discard_ratio) {
+Tensor2 rollout_matrix(const Tensor4& att, PoolKind pool, Fusion fusion, double discard_ratio) {
   const size_t L = att.shape(0), H = att.shape(1), T = att.shape(2);
   std::vector<double> joint(T * T, 0.0), next(T * T), a(T * T);
   for (size_t i = 0; i < T; ++i) joint[i * T + i] = 1.0;
@@ -84,7 +88,7 @@ Tensor2 rollout_matrix(const Tensor4& att, Fusion fusion, double discard_ratio) 
     Tensor3 heads = Tensor3::from_shape({H, T, T});
     std::copy_n(att.data() + l * H * T * T, H * T * T, heads.data());
     Tensor2 fused = fuse_heads(heads, fusion);
-    discard_lowest(fused, discard_ratio);
+    discard_lowest(fused, pool, discard_ratio);
     for (size_t i = 0; i < T; ++i) {
       double sum = 0.0;
       for (size_t j = 0; j < T; ++j)
@@ -105,15 +109,48 @@ Tensor2 rollout_matrix(const Tensor4& att, Fusion fusion, double discard_ratio) 
   return out;
 }
 
-Tensor2 attention_rollout(const Tensor4& att, Fusion fusion, double discard_ratio) {
-  const size_t T = att.shape(2);
-  const size_t G = size_t(std::lround(std::sqrt(double(T - 1))));
-  if (G * G + 1 != T)
-    throw Error("attention maps have " + std::to_string(T) + " tokens, expected 1 + a square number of patches");
-  Tensor2 joint = rollout_matrix(att, fusion, discard_ratio);
+// The side of the patch grid of maps over T tokens; throws unless the patches are a square.
+static size_t grid_side(size_t T, PoolKind pool) {
+  const size_t first = first_patch(pool);
+  const size_t G = T > first ? size_t(std::lround(std::sqrt(double(T - first)))) : 0;
+  if (G == 0 || G * G + first != T)
+    throw Error("attention maps have " + std::to_string(T) + " tokens, expected " +
+                (first ? "1 + " : "") + "a square number of patches");
+  return G;
+}
+
+// The mean of the T rows of a (T, T) matrix.
+static std::vector<double> mean_of_rows(const float* rows, size_t T) {
+  std::vector<double> mean(T, 0.0);
+  for (size_t i = 0; i < T; ++i)
+    for (size_t j = 0; j < T; ++j) mean[j] += rows[i * T + j];
+  for (double& m : mean) m /= double(T);
+  return mean;
+}
+
+Tensor2 attention_rollout(const Tensor4& att, PoolKind pool, Fusion fusion, double discard_ratio) {
+  const size_t T = att.shape(2), G = grid_side(T, pool);
+  Tensor2 joint = rollout_matrix(att, pool, fusion, discard_ratio);
   Tensor2 out = Tensor2::from_shape({G, G});
-  std::copy_n(joint.data() + 1, G * G, out.data());
+  if (pool == PoolKind::cls) {
+    std::copy_n(joint.data() + 1, G * G, out.data());
+  } else {
+    const std::vector<double> mean = mean_of_rows(joint.data(), T);
+    std::transform(mean.begin(), mean.end(), out.data(), [](double x) { return float(x); });
+  }
   return out;
+}
+
+std::vector<float> readout_attention(const Tensor4& att, PoolKind pool, int layer, int head) {
+  const size_t H = att.shape(1), T = att.shape(2), first = first_patch(pool);
+  const float* rows = att.data() + (size_t(layer) * H + size_t(head)) * T * T;
+  if (pool == PoolKind::cls) return std::vector<float>(rows + first, rows + T);
+  const std::vector<double> mean = mean_of_rows(rows, T);
+  return std::vector<float>(mean.begin(), mean.end());
+}
+
+const char* readout_name(PoolKind pool) {
+  return pool == PoolKind::cls ? "the CLS token" : "the mean of all tokens";
 }
 
 // ---------------------------------------------------------------------------------------
@@ -154,10 +191,53 @@ static nlohmann::ordered_json patches_json(const std::vector<PatchWeight>& top) 
   return out;
 }
 
+// What summary.json says about the numbers it holds, for each thing the head may read.
+struct SummaryTexts {
+  const char* readout;
+  const char* entropy_over;
+  const char* top_patches_weight;
+  const char* rollout_definition;
+  const char* attention_file;
+  const char* grid_file;
+};
+
+constexpr SummaryTexts kClsSummaryTexts = {
+    "the CLS token: the head reads its final state (model.pool = cls)",
+    "patches: the CLS row of each head without its CLS column, renormalised to sum 1; "
+    "natural log (nats); uniform attention gives entropy_uniform = ln(patches)",
+    "the raw attention weight of the CLS token on that patch (not renormalised); "
+    "row and col are the patch's position in the grid, patch = row * grid + col",
+    "A_l = rownorm(discard(fuse_heads(attention[l])) + I); rollout = A_L ... A_2 A_1; "
+    "rollout.npy = row 0 (CLS) over columns 1..N as [grid, grid], not renormalised. "
+    "discard zeroes the floor(discard * T * (T-1)) smallest fused entries outside column 0",
+    "float32 [layers, heads, T, T], T = 1 + patches, CLS first; row i: where token i looks, "
+    "sums to 1",
+    "CLS-to-patch attention per layer (rows) and head (columns)"};
+
+constexpr SummaryTexts kMeanSummaryTexts = {
+    "the mean of all tokens: there is no CLS token, the head reads the mean of the final "
+    "states of the patch tokens (model.pool = mean)",
+    "patches: the mean of all token rows of each head (a distribution over the patches); "
+    "natural log (nats); uniform attention gives entropy_uniform = ln(patches)",
+    "the attention weight on that patch averaged over all tokens' rows; "
+    "row and col are the patch's position in the grid, patch = row * grid + col",
+    "A_l = rownorm(discard(fuse_heads(attention[l])) + I); rollout = A_L ... A_2 A_1; "
+    "rollout.npy = the mean of all rows as [grid, grid] (sums to 1). "
+    "discard zeroes the floor(discard * T * T) smallest fused entries",
+    "float32 [layers, heads, T, T], T = patches (no CLS token); row i: where token i looks, "
+    "sums to 1",
+    "mean-over-tokens attention per layer (rows) and head (columns)"};
+
+static const SummaryTexts& summary_texts(PoolKind pool) {
+  return pool == PoolKind::cls ? kClsSummaryTexts : kMeanSummaryTexts;
+}
+
 nlohmann::ordered_json attention_summary(const SummaryInputs& in) {
   const Tensor4& att = in.maps->att;
+  const PoolKind pool = in.maps->pool;
+  const SummaryTexts& texts = summary_texts(pool);
   const int L = int(att.shape(0)), H = int(att.shape(1)), T = int(att.shape(2));
-  const int N = T - 1, G = int(in.rollout->shape(0));
+  const int N = T - int(first_patch(pool)), G = int(in.rollout->shape(0));
   nlohmann::ordered_json j;
   nlohmann::ordered_json top5 = nlohmann::ordered_json::array();
   const std::vector<std::string> class_names =
@@ -170,26 +250,26 @@ nlohmann::ordered_json attention_summary(const SummaryInputs& in) {
                      {"probability", top5[0]["probability"]}, {"top5", top5}};
   j["input"] = in.source;
   j["layers"] = L, j["heads"] = H, j["tokens"] = T, j["grid"] = G;
+  j["pool"] = pool == PoolKind::cls ? "cls" : "mean";
+  j["readout"] = texts.readout;
 
-  j["entropy_over"] =
-      "patches: the CLS row of each head without its CLS column, renormalised to sum 1; "
-      "natural log (nats); uniform attention gives entropy_uniform = ln(patches)";
+  j["entropy_over"] = texts.entropy_over;
   j["entropy_uniform"] = std::log(double(N));
-  j["top_patches_weight"] = "the raw attention weight of the CLS token on that patch (not renormalised); "
-                            "row and col are the patch's position in the grid, patch = row * grid + col";
+  j["top_patches_weight"] = texts.top_patches_weight;
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (int l = 0; l < L; ++l) {
     nlohmann::ordered_json heads = nlohmann::ordered_json::array();
     for (int h = 0; h < H; ++h) {
-      const float* cls_row = att.data() + ((size_t(l) * H + size_t(h)) * T) * T;
-      const float* to_patches = cls_row + 1;
-      double mass = 0.0;
-      for (int p = 0; p < N; ++p) mass += to_patches[p];
-      heads.push_back({{"head", h},
-                       {"entropy", patch_entropy(to_patches, N)},
-                       {"cls_to_cls", cls_row[0]},
-                       {"cls_to_patches", mass},
-                       {"top_patches", patches_json(top_patches(to_patches, G, 5))}});
+      const std::vector<float> to_patches = readout_attention(att, pool, l, h);
+      nlohmann::ordered_json head = {{"head", h}, {"entropy", patch_entropy(to_patches.data(), N)}};
+      if (pool == PoolKind::cls) {
+        double mass = 0.0;
+        for (float w : to_patches) mass += w;
+        head["cls_to_cls"] = att(size_t(l), size_t(h), 0, 0);
+        head["cls_to_patches"] = mass;
+      }
+      head["top_patches"] = patches_json(top_patches(to_patches.data(), G, 5));
+      heads.push_back(head);
     }
     layers.push_back({{"layer", l}, {"heads", heads}});
   }
@@ -200,18 +280,15 @@ nlohmann::ordered_json attention_summary(const SummaryInputs& in) {
   j["rollout"] = {
       {"fusion", fusion_name(in.fusion)},
       {"discard", in.discard},
-      {"definition",
-       "A_l = rownorm(discard(fuse_heads(attention[l])) + I); rollout = A_L ... A_2 A_1; "
-       "rollout.npy = row 0 (CLS) over columns 1..N as [grid, grid], not renormalised. "
-       "discard zeroes the floor(discard * T * (T-1)) smallest fused entries outside column 0"},
+      {"definition", texts.rollout_definition},
       {"patch_mass", rollout_mass},
       {"top_patches", patches_json(top_patches(in.rollout->data(), G, 5))}};
   j["files"] = {
-      {"attention.npy", "float32 [layers, heads, T, T], T = 1 + patches, CLS first; row i: where token i looks, sums to 1"},
+      {"attention.npy", texts.attention_file},
       {"rollout.npy", "float32 [grid, grid]"},
       {"input.npy", "float32 [channels, size, size]: the normalised image the model saw"},
       {"input.png", "the image as the model saw it (denormalised), upscaled"},
-      {"grid.png", "CLS-to-patch attention per layer (rows) and head (columns)"},
+      {"grid.png", texts.grid_file},
       {"rollout.png", "attention rollout over the input"}};
   return j;
 }

@@ -64,18 +64,21 @@ Canvas render_input(const Image8& image, int min_side) {
 }
 
 // The two legend lines under the title of grid.png.
-static std::vector<std::string> grid_legend(int G) {
-  return {strprintf("Row = layer, column = head. Each tile: where the CLS token looks among the %dx%d patches.", G, G),
+static std::vector<std::string> grid_legend(int G, PoolKind pool) {
+  const char* looks = pool == PoolKind::cls ? "where the CLS token looks"
+                                            : "where the tokens look on average (no CLS token)";
+  return {strprintf("Row = layer, column = head. Each tile: %s among the %dx%d patches.", looks, G, G),
           "Colour scaled per tile from its least to its most attended patch; red box = top patch."};
 }
 constexpr int kMargin = 16;
 constexpr int kColorbarWidth = 100;
 
-GridLayout grid_layout(int layers, int heads, int grid, int image_size, const std::string& title) {
+GridLayout grid_layout(int layers, int heads, int grid, int image_size, PoolKind pool,
+                       const std::string& title) {
   int label_w = 0;
   for (int l = 0; l < layers; ++l) label_w = std::max(label_w, text_width("layer " + std::to_string(l), 2));
   int legend_w = 0;
-  for (const std::string& line : grid_legend(grid)) legend_w = std::max(legend_w, text_width(line));
+  for (const std::string& line : grid_legend(grid, pool)) legend_w = std::max(legend_w, text_width(line));
   const int gap = 10, caption = 16;
   GridLayout g;
   g.tile = display_side(image_size, 140);
@@ -90,17 +93,17 @@ GridLayout grid_layout(int layers, int heads, int grid, int image_size, const st
   return g;
 }
 
-Canvas render_grid(const Image8& image, const Tensor4& att, const std::string& title) {
+Canvas render_grid(const Image8& image, const Tensor4& att, PoolKind pool, const std::string& title) {
   const int L = int(att.shape(0)), H = int(att.shape(1)), T = int(att.shape(2));
-  const int G = int(std::lround(std::sqrt(double(T - 1))));
+  const int G = int(std::lround(std::sqrt(double(pool == PoolKind::cls ? T - 1 : T))));
   const int S = int(image.shape(1));
-  const GridLayout g = grid_layout(L, H, G, S, title);
+  const GridLayout g = grid_layout(L, H, G, S, pool, title);
   Canvas canvas(g.width, g.height);
 
   int y = kMargin;
   canvas.draw_text(kMargin, y, title, kInk, 2);
   y += 2 * kTextLineHeight + 6;
-  const std::vector<std::string> legend = grid_legend(G);
+  const std::vector<std::string> legend = grid_legend(G, pool);
   int legend_w = 0;
   for (size_t i = 0; i < legend.size(); ++i) {
     canvas.draw_text(kMargin, y + int(i) * kTextLineHeight, legend[i], kMuted);
@@ -115,12 +118,10 @@ Canvas render_grid(const Image8& image, const Tensor4& att, const std::string& t
     const std::string label = "head " + std::to_string(h);
     canvas.draw_text(g.tile_x(h) + (g.tile - text_width(label, 2)) / 2, g.top - 2 * kTextLineHeight, label, kInk, 2);
   }
-  std::vector<float> map(size_t(G) * G);
   for (int l = 0; l < L; ++l) {
     canvas.draw_text(kMargin, g.tile_y(l) + g.tile / 2 - kTextCapHeight, "layer " + std::to_string(l), kInk, 2);
     for (int h = 0; h < H; ++h) {
-      const float* cls_row = att.data() + (size_t(l) * H + size_t(h)) * size_t(T) * T;
-      std::copy_n(cls_row + 1, map.size(), map.begin());
+      const std::vector<float> map = readout_attention(att, pool, l, h);
       draw_overlay(canvas, g.tile_x(h), g.tile_y(l), g.tile, image, map.data(), G);
       const float top = *std::max_element(map.begin(), map.end());
       canvas.draw_text(g.tile_x(h), g.tile_y(l) + g.tile + 3, "max " + fixed(top, 3), kMuted);
@@ -129,8 +130,8 @@ Canvas render_grid(const Image8& image, const Tensor4& att, const std::string& t
   return canvas;
 }
 
-Canvas render_rollout(const Image8& image, const Tensor2& rollout, const std::string& title,
-                      const std::string& note) {
+Canvas render_rollout(const Image8& image, const Tensor2& rollout, PoolKind pool,
+                      const std::string& title, const std::string& note) {
   const int G = int(rollout.shape(0)), S = int(image.shape(1));
   const int side = display_side(S, 280);
   const int gap = 24;
@@ -155,7 +156,10 @@ Canvas render_rollout(const Image8& image, const Tensor2& rollout, const std::st
   const int bar_w = std::max(40, side - 2 * (text_width(hi_text) + 4));
   draw_colorbar(canvas, bar_x, bar_y + 2, bar_w, 12);
   canvas.draw_text(bar_x + bar_w + 6, bar_y + 3, hi_text, kMuted);
-  canvas.draw_text(x2, bar_y + 20, "share of the CLS output flowing from each patch", kMuted);
+  canvas.draw_text(x2, bar_y + 20,
+                   pool == PoolKind::cls ? "share of the CLS output flowing from each patch"
+                                         : "share of the mean token output flowing from each patch",
+                   kMuted);
   canvas.draw_text(x2, bar_y + 20 + kTextLineHeight, note, kMuted);
   return canvas;
 }
@@ -218,22 +222,35 @@ std::string render_index_html(const nlohmann::ordered_json& s) {
 
   h += "<h2>Input</h2>\n<p>The image as the model saw it: converted to the model's channels and "
        "size, normalised, and shown denormalised.</p>\n<img src=\"input.png\" alt=\"input\">\n";
+  // Summaries from before model.pool existed are of CLS models.
+  const bool cls = s.value("pool", std::string("cls")) == "cls";
+  h += "<p>The head reads " +
+       std::string(cls ? "the CLS token, so the maps below show where the CLS token looks."
+                       : "the mean of all tokens (model.pool = mean, no CLS token), so the maps "
+                         "below show where the tokens look on average: the mean of all token "
+                         "rows.") +
+       "</p>\n";
   const nlohmann::ordered_json& r = s["rollout"];
   h += "<h2>Attention rollout</h2>\n<p>Where the whole network looks: the heads of each layer "
        "fused by <b>" + text_of(r["fusion"]) + "</b>, " +
        (r["discard"].get<double>() > 0 ? "the lowest " + strprintf("%g", 100.0 * r["discard"].get<double>()) +
-                                             "% of the entries outside the CLS column discarded"
+                                             (cls ? "% of the entries outside the CLS column discarded"
+                                                  : "% of the entries discarded")
                                        : std::string("nothing discarded")) +
        ", the identity added for the residual path, rows renormalised and "
-       "the layers multiplied (Abnar &amp; Zuidema 2020). Shown: the CLS token's row over the "
-       "patches.</p>\n<img src=\"rollout.png\" alt=\"attention rollout\">\n";
-  h += "<h2>Attention per layer and head</h2>\n<p>Each tile shows where the CLS token of one "
-       "layer (row) and head (column) looks among the patches; the colour of each tile is scaled "
+       "the layers multiplied (Abnar &amp; Zuidema 2020). Shown: " +
+       (cls ? "the CLS token's row" : "the mean of all tokens' rows") +
+       " over the patches.</p>\n<img src=\"rollout.png\" alt=\"attention rollout\">\n";
+  h += "<h2>Attention per layer and head</h2>\n<p>Each tile shows where " +
+       std::string(cls ? "the CLS token of one layer (row) and head (column) looks"
+                       : "the tokens of one layer (row) and head (column) look on average") +
+       " among the patches; the colour of each tile is scaled "
        "to its own range, and its top patch is boxed in red.</p>\n"
        "<img src=\"grid.png\" alt=\"attention per layer and head\">\n";
 
   const int H = s["heads"].get<int>();
-  h += "<h3>Entropy of the CLS attention over the patches</h3>\n<p class=\"muted\">In nats; " +
+  h += "<h3>Entropy of the " + std::string(cls ? "CLS" : "mean") +
+       " attention over the patches</h3>\n<p class=\"muted\">In nats; " +
        fixed(s["entropy_uniform"].get<double>(), 2) +
        " is uniform attention, 0 is all attention on one patch.</p>\n<table>\n<tr><th></th>";
   for (int hd = 0; hd < H; ++hd) h += "<th>head " + std::to_string(hd) + "</th>";
