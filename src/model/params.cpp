@@ -20,8 +20,8 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
   // weight and bias; timm leaves the patch projection at that default.
   const Init patch{ParamInit::uniform, 1.0 / std::sqrt(double(c.patch_len()))};
   const Init weight{ParamInit::trunc_normal, 0.02}, zeros{ParamInit::zeros}, ones{ParamInit::ones};
-  std::vector<ParamSpec> specs;
   const Init fixed_sincos{ParamInit::sincos_2d};
+  std::vector<ParamSpec> specs;
   auto add = [&](std::string name, std::vector<int64_t> shape, Init init, bool decay,
                  float* ViTParams::*field) {
     ParamSpec s;
@@ -44,10 +44,11 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
   using B = BlockParams;
   if (c.has_cls_token())
     add("cls_token", {1, 1, D}, {ParamInit::normal, 1e-6}, false, &ViTParams::cls_token);
-  if (c.pos_embed != PosEmbedKind::none) {
-    const bool learned = c.pos_embed == PosEmbedKind::learned;
-    add("pos_embed", {1, T, D}, learned ? weight : fixed_sincos, false, &ViTParams::pos_embed);
-    specs.back().trainable = learned;
+  if (c.pos_embed == PosEmbedKind::learned) {
+    add("pos_embed", {1, T, D}, weight, false, &ViTParams::pos_embed);
+  } else if (c.pos_embed == PosEmbedKind::sincos2d) {
+    add("pos_embed", {1, T, D}, fixed_sincos, false, &ViTParams::pos_embed);
+    specs.back().trainable = false;
     specs.back().sincos_grid = c.grid();
   }
   add("patch_embed.proj.weight", {D, c.channels, c.patch_size, c.patch_size}, patch, true,

@@ -63,7 +63,7 @@ struct Activations {
   float* probs;       // (B, K) softmax, cached by the loss
   // Gradient scratch, reused by every block on the way back (training only).
   float* dlogits;     // (B, K)
-  float* dpooled_norm;  // (B, D)
+  float* dpooled_norm; // (B, D)
   float* dpooled;     // (B, D)
   float* dresid;      // (B, T, D) gradient of the residual stream, updated in place
   float* dbranch;     // (B, T, D) gradient of a branch output before its dropout
