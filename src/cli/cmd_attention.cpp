@@ -80,7 +80,7 @@ int run_attention(const AttentionOptions& opt) {
 
   const std::vector<float> input = normalise_image(img.pixels, config.data.mean, config.data.std);
   const AttentionMaps maps = collect_attention(*ckpt.model, input.data());
-  const Tensor2 rollout = attention_rollout(maps.att, fusion, opt.discard);
+  const Tensor2 rollout = attention_rollout(maps.att, maps.pool, fusion, opt.discard);
 
   img.source["checkpoint"] = opt.checkpoint;
   img.source["step"] = ckpt.progress.step;
@@ -107,9 +107,11 @@ int run_attention(const AttentionOptions& opt) {
   write_npy(dir + "rollout.npy", rollout.data(), {int64_t(rollout.shape(0)), int64_t(rollout.shape(1))});
   write_npy(dir + "input.npy", input.data(), {m.channels, m.image_size, m.image_size});
   write_png(dir + "input.png", render_input(seen));
-  write_png(dir + "grid.png", render_grid(seen, maps.att, "CLS attention per layer and head: " + headline));
+  const std::string grid_title =
+      maps.pool == PoolKind::cls ? "CLS attention per layer and head: " : "Mean attention per layer and head: ";
+  write_png(dir + "grid.png", render_grid(seen, maps.att, maps.pool, grid_title + headline));
   write_png(dir + "rollout.png",
-            render_rollout(seen, rollout, headline,
+            render_rollout(seen, rollout, maps.pool, headline,
                            strprintf("heads fused by %s; ", fusion_name(fusion)) +
                                (opt.discard > 0 ? strprintf("lowest %g%% of the weights discarded", 100 * opt.discard)
                                                 : std::string("nothing discarded"))));

@@ -1,13 +1,30 @@
-// `minivit info`: what a checkpoint holds. For a minivit checkpoint: the resolved config,
-// parameter count, step, epoch and accuracy; for any other safetensors file: its tensors.
+// `minivit info`: what a checkpoint holds. For a minivit checkpoint: the model's form, the
+// resolved config, parameter count, step, epoch and accuracy; for any other safetensors
+// file: its tensors.
 #include <cstdio>
 
 #include "minivit/cli/commands.h"
+#include "minivit/core/progress.h"
 #include "minivit/formats/checkpoint.h"
 #include "minivit/formats/config_file.h"
 #include "minivit/formats/safetensors.h"
 
 namespace minivit {
+
+// The model in one line: its sizes, position embedding and pooling, and the tokens they make.
+static std::string model_form(const ModelConfig& m) {
+  const std::string tokens =
+      m.has_cls_token() ? strprintf("%d tokens: CLS + %d patches", m.tokens(), m.patches())
+                        : strprintf("%d tokens: the patches, no CLS token", m.tokens());
+  const char* positions = m.pos_embed == PosEmbedKind::sincos2d ? " (fixed, not trained)" : "";
+  const char* head = m.has_cls_token() ? "the head reads the CLS token"
+                                       : "the head reads the mean of the tokens";
+  return strprintf("model: ViT, %dx%d patches of %dx%d pixels, dim %d, depth %d, heads %d, "
+                   "mlp_dim %d; pos_embed %s%s, pool %s (%s; %s)",
+                   m.grid(), m.grid(), m.patch_size, m.patch_size, m.dim, m.depth, m.heads,
+                   m.mlp_dim, std::string(config_name(m.pos_embed)).c_str(), positions,
+                   std::string(config_name(m.pool)).c_str(), tokens.c_str(), head);
+}
 
 int run_info(const std::string& path) {
   SafetensorsFile file = read_safetensors(path);
@@ -25,8 +42,13 @@ int run_info(const std::string& path) {
   std::printf("%s: minivit checkpoint (format %s, checksum %s)\n", path.c_str(),
               ckpt.metadata["minivit.format_version"].c_str(),
               ckpt.metadata.count("minivit.checksum") ? "verified" : "absent");
-  std::printf("parameters: %lld in %zu tensors\n", (long long)ckpt.model->num_params,
-              ckpt.model->specs.size());
+  std::printf("%s\n", model_form(ckpt.config.model).c_str());
+  int64_t fixed = 0;
+  for (const ParamSpec& s : ckpt.model->specs) fixed += s.trainable ? 0 : s.size;
+  const std::string fixed_note =
+      fixed ? strprintf(" (%lld of them fixed, never trained)", (long long)fixed) : std::string();
+  std::printf("parameters: %lld in %zu tensors%s\n", (long long)ckpt.model->num_params,
+              ckpt.model->specs.size(), fixed_note.c_str());
   std::printf("step %lld, epoch %lld\n", (long long)p.step, (long long)p.epoch);
   if (p.val_top1 >= 0) std::printf("validation top-1: %.2f%%\n", 100 * p.val_top1);
   if (p.best_val_top1 >= 0)

@@ -48,9 +48,11 @@ int main(int argc, char** argv) {
   CLI::App* attention_cmd = app.add_subcommand(
       "attention",
       "Show where a checkpoint looks in one image: the softmax attention of every layer and "
-      "head (attention.npy, float32 [layers, heads, T, T], T = 1 + patches, CLS first), "
-      "attention rollout (rollout.npy, [grid, grid]), the normalised input (input.npy), "
-      "pictures (input.png, grid.png, rollout.png), summary.json and index.html.");
+      "head (attention.npy, float32 [layers, heads, T, T], T = 1 + patches with the CLS token "
+      "first, or T = patches with model.pool = mean), attention rollout (rollout.npy, "
+      "[grid, grid]), the normalised input (input.npy), pictures (input.png, grid.png, "
+      "rollout.png), summary.json and index.html. Maps are read where the head reads: the CLS "
+      "token's row, or the mean of all token rows.");
   attention_cmd->add_option("--checkpoint", attention.checkpoint, "Checkpoint (.safetensors) written by train")
       ->required();
   attention_cmd->add_option("--image", attention.image,
@@ -66,7 +68,7 @@ int main(int argc, char** argv) {
                             "How rollout combines the heads of a layer: mean (default), max or min");
   attention_cmd->add_option("--discard", attention.discard,
                             "Rollout: zero this fraction of the smallest fused weights in each layer, "
-                            "never those on the CLS column (default 0)");
+                            "never those on a CLS column (default 0)");
 
   minivit::PredictOptions predict;
   CLI::App* predict_cmd = app.add_subcommand(

@@ -216,6 +216,15 @@ TrainingProgress load_resume_state(const std::string& path, ViT& model, Optimize
       throw Error(path + ": the resume state was written for " + key + " = " +
                   std::to_string(values.first) + ", but the config asks for " +
                   std::to_string(values.second));
+  const std::pair<const char*, std::pair<std::string_view, std::string_view>> forms[] = {
+      {"model.attention", {config_name(a.attention), config_name(b.attention)}},
+      {"model.pos_embed", {config_name(a.pos_embed), config_name(b.pos_embed)}},
+      {"model.pool", {config_name(a.pool), config_name(b.pool)}}};
+  for (const auto& [key, words] : forms)
+    if (words.first != words.second)
+      throw Error(path + ": the resume state was written for " + key + " = \"" +
+                  std::string(words.first) + "\", but the config asks for \"" +
+                  std::string(words.second) + "\"");
   if (saved_config) *saved_config = saved;
   for (const char* name : {"optimizer.m", "optimizer.v"}) {
     auto it = file.tensors.find(name);

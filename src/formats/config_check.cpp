@@ -50,6 +50,12 @@ class ConfigChecker {
            "model.patch_size", std::to_string(m.patch_size) +
                                    " does not divide model.image_size = " +
                                    std::to_string(m.image_size));
+    // Its table gives each grid axis half the width, as a sine and a cosine block each.
+    either(m.pos_embed != PosEmbedKind::sincos2d || m.dim % 4 == 0,
+           "model.dim", std::to_string(m.dim) +
+                            " is not divisible by 4, as model.pos_embed = \"sincos2d\" needs",
+           "model.pos_embed", "\"sincos2d\" needs model.dim divisible by 4, but model.dim = " +
+                                  std::to_string(m.dim));
     unit_interval("model.dropout", m.dropout);
     unit_interval("model.attention_dropout", m.attention_dropout);
 

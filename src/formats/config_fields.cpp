@@ -19,6 +19,8 @@ constexpr std::string_view kCifar100Labels[] = {"fine", "coarse"};
 constexpr std::string_view kOptimizers[] = {"adamw", "sgd"};
 constexpr std::string_view kLrSchedules[] = {"cosine", "constant"};
 constexpr std::string_view kAttentionForms[] = {"scaled_dot", "dot", "additive", "cosine"};
+constexpr std::string_view kPosEmbeds[] = {"learned", "sincos2d", "none"};
+constexpr std::string_view kPools[] = {"cls", "mean"};
 
 }  // namespace
 
@@ -27,6 +29,8 @@ std::span<const std::string_view> choice_words(Cifar100Label) { return kCifar100
 std::span<const std::string_view> choice_words(OptimizerKind) { return kOptimizers; }
 std::span<const std::string_view> choice_words(LrSchedule) { return kLrSchedules; }
 std::span<const std::string_view> choice_words(AttentionForm) { return kAttentionForms; }
+std::span<const std::string_view> choice_words(PosEmbedKind) { return kPosEmbeds; }
+std::span<const std::string_view> choice_words(PoolKind) { return kPools; }
 
 std::vector<Field> fields_of(Config& c) {
   return {
@@ -41,6 +45,8 @@ std::vector<Field> fields_of(Config& c) {
       {"model", "attention_dropout", &c.model.attention_dropout},
       {"model", "num_classes", &c.model.num_classes},
       {"model", "attention", &c.model.attention},
+      {"model", "pos_embed", &c.model.pos_embed},
+      {"model", "pool", &c.model.pool},
       {"data", "format", &c.data.format},
       {"data", "path", &c.data.path},
       {"data", "mean", &c.data.mean},
@@ -135,5 +141,7 @@ std::string_view config_name(Cifar100Label label) { return word_of(label); }
 std::string_view config_name(OptimizerKind optimizer) { return word_of(optimizer); }
 std::string_view config_name(LrSchedule schedule) { return word_of(schedule); }
 std::string_view config_name(AttentionForm form) { return word_of(form); }
+std::string_view config_name(PosEmbedKind pos_embed) { return word_of(pos_embed); }
+std::string_view config_name(PoolKind pool) { return word_of(pool); }
 
 }  // namespace minivit

@@ -56,6 +56,7 @@ void Optimizer::step(ViT& model, float lr) {
     const float bias1 = 1.0f - float(std::pow(double(b1), double(steps_taken)));
     const float bias2 = 1.0f - float(std::pow(double(b2), double(steps_taken)));
     for (const ParamSpec& s : model.specs) {
+      if (!s.trainable) continue;
       const float decay = s.decay ? 1.0f - lr * c.weight_decay : 1.0f;
       for (int64_t i = s.offset; i < s.offset + s.size; ++i) {
         m_[i] = b1 * m_[i] + (1.0f - b1) * g[i];
@@ -68,6 +69,7 @@ void Optimizer::step(ViT& model, float lr) {
   } else {  // sgd
     const float mu = c.momentum;
     for (const ParamSpec& s : model.specs) {
+      if (!s.trainable) continue;
       const float wd = s.decay ? c.weight_decay : 0.0f;
       for (int64_t i = s.offset; i < s.offset + s.size; ++i) {
         const float grad = g[i] + wd * w[i];

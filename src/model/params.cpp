@@ -20,6 +20,7 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
   // weight and bias; timm leaves the patch projection at that default.
   const Init patch{ParamInit::uniform, 1.0 / std::sqrt(double(c.patch_len()))};
   const Init weight{ParamInit::trunc_normal, 0.02}, zeros{ParamInit::zeros}, ones{ParamInit::ones};
+  const Init fixed_sincos{ParamInit::sincos_2d};
   std::vector<ParamSpec> specs;
   auto add = [&](std::string name, std::vector<int64_t> shape, Init init, bool decay,
                  float* ViTParams::*field) {
@@ -41,8 +42,15 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
     specs.back().block_field = field;
   };
   using B = BlockParams;
-  add("cls_token", {1, 1, D}, {ParamInit::normal, 1e-6}, false, &ViTParams::cls_token);
-  add("pos_embed", {1, T, D}, weight, false, &ViTParams::pos_embed);
+  if (c.has_cls_token())
+    add("cls_token", {1, 1, D}, {ParamInit::normal, 1e-6}, false, &ViTParams::cls_token);
+  if (c.pos_embed == PosEmbedKind::learned) {
+    add("pos_embed", {1, T, D}, weight, false, &ViTParams::pos_embed);
+  } else if (c.pos_embed == PosEmbedKind::sincos2d) {
+    add("pos_embed", {1, T, D}, fixed_sincos, false, &ViTParams::pos_embed);
+    specs.back().trainable = false;
+    specs.back().sincos_grid = c.grid();
+  }
   add("patch_embed.proj.weight", {D, c.channels, c.patch_size, c.patch_size}, patch, true,
       &ViTParams::patch_w);
   add("patch_embed.proj.bias", {D}, patch, false, &ViTParams::patch_b);
@@ -66,8 +74,11 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
     add_block(l, "mlp.fc2.weight", {D, M}, weight, true, &B::fc2_w);
     add_block(l, "mlp.fc2.bias", {D}, zeros, false, &B::fc2_b);
   }
-  add("norm.weight", {D}, ones, false, &ViTParams::norm_w);
-  add("norm.bias", {D}, zeros, false, &ViTParams::norm_b);
+  // timm's `norm` on the CLS token, or `fc_norm` on the mean of the tokens: one LayerNorm
+  // before the head either way.
+  const std::string head_norm = c.has_cls_token() ? "norm" : "fc_norm";
+  add(head_norm + ".weight", {D}, ones, false, &ViTParams::norm_w);
+  add(head_norm + ".bias", {D}, zeros, false, &ViTParams::norm_b);
   add("head.weight", {K, D}, weight, true, &ViTParams::head_w);
   add("head.bias", {K}, zeros, false, &ViTParams::head_b);
   int64_t offset = 0;
@@ -111,6 +122,24 @@ static void trunc_normal(float* out, int64_t n, double std, uint64_t key) {
   }
 }
 
+void sincos_2d_table(float* out, int64_t rows, int64_t D, int G) {
+  const int64_t quarter = D / 4, patches = int64_t(G) * G, leading = rows - patches;
+  std::fill(out, out + leading * D, 0.0f);
+  for (int64_t n = 0; n < patches; ++n) {
+    const double y = double(n / G), x = double(n % G);
+    float* row = out + (leading + n) * D;
+    for (int64_t k = 0; k < quarter; ++k) {
+      // With D = 4 the one frequency is 1, where the formula's exponent would be 0 / 0.
+      const double exponent = quarter > 1 ? double(k) / double(quarter - 1) : 0.0;
+      const double omega = 1.0 / std::pow(10000.0, exponent);
+      row[k] = float(std::sin(x * omega));
+      row[quarter + k] = float(std::cos(x * omega));
+      row[2 * quarter + k] = float(std::sin(y * omega));
+      row[3 * quarter + k] = float(std::cos(y * omega));
+    }
+  }
+}
+
 void init_params(float* weights, const std::vector<ParamSpec>& specs, uint64_t seed) {
   for (size_t t = 0; t < specs.size(); ++t) {
     const ParamSpec& s = specs[t];
@@ -133,6 +162,9 @@ void init_params(float* weights, const std::vector<ParamSpec>& specs, uint64_t s
       case ParamInit::uniform:
         for (int64_t i = 0; i < s.size; ++i)
           p[i] = float((2.0 * rng_uniform(key, i) - 1.0) * s.init_scale);
+        break;
+      case ParamInit::sincos_2d:
+        sincos_2d_table(p, s.shape[1], s.shape[2], s.sincos_grid);
         break;
     }
   }

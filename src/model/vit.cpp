@@ -14,6 +14,7 @@
 #include "minivit/nn/gelu.h"
 #include "minivit/nn/layernorm.h"
 #include "minivit/nn/linear.h"
+#include "minivit/nn/mean_pool.h"
 #include "minivit/nn/patch_embed.h"
 
 namespace minivit {
@@ -34,6 +35,9 @@ static void check_model_shapes(const ModelConfig& c) {
   if (c.image_size % c.patch_size != 0)
     throw Error("model: image_size " + std::to_string(c.image_size) +
                 " is not divisible by patch_size " + std::to_string(c.patch_size));
+  if (c.pos_embed == PosEmbedKind::sincos2d && c.dim % 4 != 0)
+    throw Error("model: dim " + std::to_string(c.dim) +
+                " is not divisible by 4, as pos_embed sincos2d needs");
 }
 
 double vit_memory_bytes(const ModelConfig& c, int batch, bool training) {
@@ -134,6 +138,7 @@ static bool built_for(const ModelConfig& built, const ModelConfig& c) {
          built.patch_size == c.patch_size && built.dim == c.dim && built.depth == c.depth &&
          built.heads == c.heads && built.mlp_dim == c.mlp_dim &&
          built.num_classes == c.num_classes && built.attention == c.attention &&
+         built.pool == c.pool &&
          (built.dropout > 0.0f) == (c.dropout > 0.0f) &&
          (built.attention_dropout > 0.0f) == (c.attention_dropout > 0.0f);
 }
@@ -143,7 +148,7 @@ static void check_forward(const ViT& model, const Activations& acts, const float
   if (!built_for(acts.config, model.config))
     throw Error(
         "vit_forward: the activations were built for another model (dim, depth, heads, "
-        "mlp_dim, tokens, classes, attention form or dropout differ)");
+        "mlp_dim, tokens, pooling, classes, attention form or dropout differ)");
   if (B < 1 || B > acts.max_batch)
     throw Error("vit_forward: batch " + std::to_string(B) + " is outside 1.." +
                 std::to_string(acts.max_batch) + ", the batch the activations were built for");
@@ -185,8 +190,11 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
   patchify(acts.patches, images, B, c.channels, c.image_size, c.patch_size);
   linear_forward(acts.patch_proj, acts.patches, w.patch_w, w.patch_b, B * N,
                  c.patch_len(), D);
-  embed_tokens_forward(acts.blocks[0].x, acts.patch_proj, w.cls_token, w.pos_embed,
-                       B, N, D);
+  // No pos_embed with model.pos_embed = none: w.pos_embed is null and nothing is added.
+  if (c.has_cls_token())
+    embed_tokens_forward(acts.blocks[0].x, acts.patch_proj, w.cls_token, w.pos_embed, B, N, D);
+  else
+    embed_patch_tokens_forward(acts.blocks[0].x, acts.patch_proj, w.pos_embed, B, N, D);
 
   for (int l = 0; l < c.depth; ++l) {
     const BlockParams& bw = w.blocks[size_t(l)];
@@ -224,13 +232,17 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
     residual_add(x_next, a.resid_mid, branch, fuse_bias ? bw.fc2_b : nullptr, BT, D);
   }
 
-  // The head reads only the CLS token, so the final LayerNorm runs on those rows alone.
+  // The head reads one row per image, the CLS token's or the mean of all tokens, so the
+  // final LayerNorm runs on those rows alone.
   const float* last = acts.x_final;
-  for (int b = 0; b < B; ++b)
-    std::copy_n(last + int64_t(b) * T * D, D, acts.cls + int64_t(b) * D);
-  layernorm_forward(acts.cls_norm, acts.cls_mean, acts.cls_rstd,
-                    acts.cls, w.norm_w, w.norm_b, B, D);
-  linear_forward(acts.logits, acts.cls_norm, w.head_w, w.head_b, B, D, K);
+  if (c.has_cls_token())
+    for (int b = 0; b < B; ++b)
+      std::copy_n(last + int64_t(b) * T * D, D, acts.pooled + int64_t(b) * D);
+  else
+    mean_pool_forward(acts.pooled, last, B, T, D);
+  layernorm_forward(acts.pooled_norm, acts.pooled_mean, acts.pooled_rstd,
+                    acts.pooled, w.norm_w, w.norm_b, B, D);
+  linear_forward(acts.logits, acts.pooled_norm, w.head_w, w.head_b, B, D, K);
   acts.forward_batch = B;
   acts.forward_was_training = training;
 }
@@ -247,18 +259,21 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   const float p_att = c.attention_dropout;
   check_backward(model, acts, B);
 
-  // logits = head(LN(cls))
-  zero(acts.dcls_norm, int64_t(B) * D);
-  linear_backward(acts.dcls_norm, g.head_w, g.head_b, acts.dlogits,
-                  acts.cls_norm, w.head_w, B, D, K, acts.ones);
-  zero(acts.dcls, int64_t(B) * D);
-  layernorm_backward(acts.dcls, g.norm_w, g.norm_b, acts.dcls_norm,
-                     acts.cls, w.norm_w, acts.cls_mean, acts.cls_rstd, B,
+  // logits = head(LN(pooled)); pooled = the CLS row, or the mean over the tokens
+  zero(acts.dpooled_norm, int64_t(B) * D);
+  linear_backward(acts.dpooled_norm, g.head_w, g.head_b, acts.dlogits,
+                  acts.pooled_norm, w.head_w, B, D, K, acts.ones);
+  zero(acts.dpooled, int64_t(B) * D);
+  layernorm_backward(acts.dpooled, g.norm_w, g.norm_b, acts.dpooled_norm,
+                     acts.pooled, w.norm_w, acts.pooled_mean, acts.pooled_rstd, B,
                      D, acts.layernorm_partials);
   float* dx = acts.dresid;
   zero(dx, BTD);
-  for (int b = 0; b < B; ++b)
-    std::copy_n(acts.dcls + int64_t(b) * D, D, dx + int64_t(b) * T * D);
+  if (c.has_cls_token())
+    for (int b = 0; b < B; ++b)
+      std::copy_n(acts.dpooled + int64_t(b) * D, D, dx + int64_t(b) * T * D);
+  else
+    mean_pool_backward(dx, acts.dpooled, B, T, D);
 
   for (int l = c.depth - 1; l >= 0; --l) {
     const BlockParams& bw = w.blocks[size_t(l)];
@@ -301,9 +316,14 @@ void vit_backward(ViT& model, Activations& acts, int B) {
                        a.ln1_rstd, BT, D, acts.layernorm_partials);
   }
 
-  // tokens = [cls; patch_proj] + pos;  patch_proj = linear(patches)
+  // tokens = [cls;] patch_proj + pos;  patch_proj = linear(patches). A fixed sin-cos table
+  // takes no gradient.
+  float* dpos = c.pos_embed == PosEmbedKind::learned ? g.pos_embed : nullptr;
   zero(acts.dpatch_proj, int64_t(B) * N * D);
-  embed_tokens_backward(acts.dpatch_proj, g.cls_token, g.pos_embed, dx, B, N, D);
+  if (c.has_cls_token())
+    embed_tokens_backward(acts.dpatch_proj, g.cls_token, dpos, dx, B, N, D);
+  else
+    embed_patch_tokens_backward(acts.dpatch_proj, dpos, dx, B, N, D);
   linear_backward(nullptr, g.patch_w, g.patch_b, acts.dpatch_proj, acts.patches,
                   w.patch_w, B * N, c.patch_len(), D, acts.ones);
 }

@@ -1,5 +1,6 @@
 #include "minivit/nn/patch_embed.h"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace minivit {
@@ -28,9 +29,36 @@ void embed_tokens_forward(float* tokens, const float* patch_proj, const float* c
 #pragma omp parallel for schedule(static) if (B >= 16)
   for (int b = 0; b < B; ++b) {
     float* out = tokens + int64_t(b) * T * D;
-    for (int i = 0; i < D; ++i) out[i] = cls_token[i] + pos_embed[i];
     const float* proj = patch_proj + int64_t(b) * N * D;
-    for (int64_t i = 0; i < int64_t(N) * D; ++i) out[D + i] = proj[i] + pos_embed[D + i];
+    if (pos_embed) {
+      for (int i = 0; i < D; ++i) out[i] = cls_token[i] + pos_embed[i];
+      for (int64_t i = 0; i < int64_t(N) * D; ++i) out[D + i] = proj[i] + pos_embed[D + i];
+    } else {
+      std::copy_n(cls_token, D, out);
+      std::copy_n(proj, int64_t(N) * D, out + D);
+    }
+  }
+}
+
+// Adds the batch's sum of each element of dtokens (B, T, D) over its first `count`
+// elements into dsum. Split by element so each has one owner and a fixed summation order.
+static void add_batch_sums(float* dsum, const float* dtokens, int B, int64_t TD, int64_t count) {
+#pragma omp parallel for schedule(static) if (B * TD > 65536)
+  for (int64_t i = 0; i < count; ++i) {
+    float sum = 0.0f;
+    for (int b = 0; b < B; ++b) sum += dtokens[b * TD + i];
+    dsum[i] += sum;
+  }
+}
+
+static void add_patch_rows(float* dpatch_proj, const float* dtokens, int B, int N, int D,
+                           int64_t first_patch_row) {
+  const int64_t TD = (first_patch_row + N) * int64_t(D);
+#pragma omp parallel for schedule(static) if (B >= 16)
+  for (int b = 0; b < B; ++b) {
+    const float* src = dtokens + b * TD + first_patch_row * D;
+    float* dst = dpatch_proj + int64_t(b) * N * D;
+    for (int64_t i = 0; i < int64_t(N) * D; ++i) dst[i] += src[i];
   }
 }
 
@@ -38,21 +66,41 @@ void embed_tokens_backward(float* dpatch_proj, float* dcls_token, float* dpos_em
                            const float* dtokens, int B, int N, int D) {
   const int T = N + 1;
   const int64_t TD = int64_t(T) * D;
-  // Position gradients sum over the batch; split by element so each has one owner and a
-  // fixed summation order.
+  if (dpos_embed) {
+    // Position gradients sum over the batch; split by element so each has one owner and a
+    // fixed summation order.
 #pragma omp parallel for schedule(static) if (B * TD > 65536)
-  for (int64_t i = 0; i < TD; ++i) {
-    float sum = 0.0f;
-    for (int b = 0; b < B; ++b) sum += dtokens[b * TD + i];
-    dpos_embed[i] += sum;
-    if (i < D) dcls_token[i] += sum;  // cls enters exactly where pos[0] does
+    for (int64_t i = 0; i < TD; ++i) {
+      float sum = 0.0f;
+      for (int b = 0; b < B; ++b) sum += dtokens[b * TD + i];
+      dpos_embed[i] += sum;
+      if (i < D) dcls_token[i] += sum;  // cls enters exactly where pos[0] does
+    }
+  } else {
+    add_batch_sums(dcls_token, dtokens, B, TD, D);
   }
+  add_patch_rows(dpatch_proj, dtokens, B, N, D, 1);
+}
+
+void embed_patch_tokens_forward(float* tokens, const float* patch_proj, const float* pos_embed,
+                                int B, int N, int D) {
+  const int64_t ND = int64_t(N) * D;
 #pragma omp parallel for schedule(static) if (B >= 16)
   for (int b = 0; b < B; ++b) {
-    const float* src = dtokens + b * TD + D;
-    float* dst = dpatch_proj + int64_t(b) * N * D;
-    for (int64_t i = 0; i < int64_t(N) * D; ++i) dst[i] += src[i];
+    float* out = tokens + b * ND;
+    const float* proj = patch_proj + b * ND;
+    if (pos_embed)
+      for (int64_t i = 0; i < ND; ++i) out[i] = proj[i] + pos_embed[i];
+    else
+      std::copy_n(proj, ND, out);
   }
+}
+
+void embed_patch_tokens_backward(float* dpatch_proj, float* dpos_embed, const float* dtokens,
+                                 int B, int N, int D) {
+  const int64_t ND = int64_t(N) * D;
+  if (dpos_embed) add_batch_sums(dpos_embed, dtokens, B, ND, ND);
+  add_patch_rows(dpatch_proj, dtokens, B, N, D, 0);
 }
 
 }  // namespace minivit

@@ -103,7 +103,7 @@ TEST_CASE("attention --index writes every file with the right shapes", "[attenti
                               return std::string(b);
                             }() +
                             "), label " + s["input"]["label"].get<std::string>();
-  const GridLayout g = grid_layout(2, 2, 3, 12, title);
+  const GridLayout g = grid_layout(2, 2, 3, 12, PoolKind::cls, title);
   const PngSize grid = png_size(out + "/grid.png");
   CHECK(grid.width == g.width);
   CHECK(grid.height == g.height);

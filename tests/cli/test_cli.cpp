@@ -103,7 +103,8 @@ TEST_CASE("info describes a checkpoint", "[cli][info]") {
   const RunResult r = run_minivit("info " + run.out + "/last.safetensors");
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Contains("step 192") && Contains("parameters:") && Contains("[model]") &&
-                        Contains("checksum verified"));
+                        Contains("checksum verified") &&
+                        Contains("pos_embed learned, pool cls (5 tokens: CLS + 4 patches"));
 }
 
 TEST_CASE("checkpoints round-trip bit-exactly and carry their config", "[cli][checkpoint]") {

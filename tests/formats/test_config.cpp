@@ -33,6 +33,8 @@ void require_same(const Config& a, const Config& b) {
   CHECK(a.model.attention_dropout == b.model.attention_dropout);
   CHECK(a.model.num_classes == b.model.num_classes);
   CHECK(a.model.attention == b.model.attention);
+  CHECK(a.model.pos_embed == b.model.pos_embed);
+  CHECK(a.model.pool == b.model.pool);
   CHECK(a.data.format == b.data.format);
   CHECK(a.data.path == b.data.path);
   CHECK(a.data.mean == b.data.mean);
@@ -84,6 +86,8 @@ Config unusual_config() {
   c.model.attention_dropout = 1.0f / 3.0f;
   c.model.num_classes = 3;
   c.model.attention = minivit::AttentionForm::cosine;
+  c.model.pos_embed = minivit::PosEmbedKind::sincos2d;
+  c.model.pool = minivit::PoolKind::mean;
   c.data.format = DataFormat::folder;
   c.data.path = "/data/my \"quoted\" dir/ünïcode\tand tab";
   c.data.mean = {0.4914f, 0.4822f, 0.4465f};
@@ -360,20 +364,26 @@ TEST_CASE("override errors name the override", "[config]") {
 TEST_CASE("choices are read and written as the same words", "[config]") {
   const Config c = parse_config(
       "[data]\nformat = \"cifar100\"\nlabel = \"coarse\"\n"
+      "[model]\npos_embed = \"none\"\npool = \"mean\"\n"
       "[optim]\nname = \"sgd\"\nschedule = \"constant\"\n",
       "cfg.toml", {"model.channels=3", "data.mean=[0.5,0.5,0.5]", "data.std=[0.2,0.2,0.2]"});
   CHECK(c.data.format == DataFormat::cifar100);
   CHECK(c.data.label == Cifar100Label::coarse);
   CHECK(c.optim.name == OptimizerKind::sgd);
   CHECK(c.optim.schedule == LrSchedule::constant);
+  CHECK(c.model.pos_embed == minivit::PosEmbedKind::none);
+  CHECK(c.model.pool == minivit::PoolKind::mean);
   const std::string text = minivit::config_to_toml(c);
   CHECK_THAT(text, Contains("format = \"cifar100\"\n") && Contains("label = \"coarse\"\n") &&
-                       Contains("name = \"sgd\"\n") && Contains("schedule = \"constant\"\n"));
+                       Contains("name = \"sgd\"\n") && Contains("schedule = \"constant\"\n") &&
+                       Contains("pos_embed = \"none\"\n") && Contains("pool = \"mean\"\n"));
   CHECK(minivit::config_name(DataFormat::idx) == "idx");
   CHECK(minivit::config_name(DataFormat::folder) == "folder");
   CHECK(minivit::config_name(Cifar100Label::fine) == "fine");
   CHECK(minivit::config_name(OptimizerKind::adamw) == "adamw");
   CHECK(minivit::config_name(LrSchedule::cosine) == "cosine");
+  CHECK(minivit::config_name(minivit::PosEmbedKind::sincos2d) == "sincos2d");
+  CHECK(minivit::config_name(minivit::PoolKind::cls) == "cls");
 }
 
 TEST_CASE("config_to_toml reads back to the same config", "[config]") {
@@ -402,7 +412,7 @@ TEST_CASE("config_to_toml reads back to the same config", "[config]") {
 
 TEST_CASE("config_to_flat and config_from_flat invert each other", "[config]") {
   auto flat = minivit::config_to_flat(Config{});
-  CHECK(flat.size() == 46);
+  CHECK(flat.size() == 48);
   auto has = [&](const std::string& key, const std::string& value) {
     for (const auto& [k, v] : flat)
       if (k == key) return v == value;

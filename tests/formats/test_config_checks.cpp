@@ -23,6 +23,22 @@ TEST_CASE("image_size not divisible by patch_size names the line of the key", "[
                                "model.patch_size = 4"));
 }
 
+TEST_CASE("the sincos2d position table needs dim divisible by 4", "[config][forms]") {
+  CHECK_NOTHROW(parse_config("[model]\ndim = 64\npos_embed = \"sincos2d\"\n", "cfg.toml"));
+  CHECK_NOTHROW(parse_config("[model]\ndim = 66\nheads = 2\npos_embed = \"none\"\n", "cfg.toml"));
+  REQUIRE_THROWS_WITH(parse_config("[model]\npos_embed = \"sincos2d\"\ndim = 66\nheads = 2\n", "cfg.toml"),
+                      "cfg.toml:3: key 'model.dim': 66 is not divisible by 4, as "
+                      "model.pos_embed = \"sincos2d\" needs");
+  // The key changed last is the one named.
+  REQUIRE_THROWS_WITH(parse_config("[model]\ndim = 66\nheads = 2\n", "cfg.toml",
+                                   {"model.pos_embed=sincos2d"}),
+                      "--set model.pos_embed=sincos2d: key 'model.pos_embed': \"sincos2d\" needs "
+                      "model.dim divisible by 4, but model.dim = 66");
+  REQUIRE_THROWS_WITH(parse_config("[model]\npos_embed = \"fixed\"\n", "cfg.toml"),
+                      "cfg.toml:2: key 'model.pos_embed': expected one of \"learned\", "
+                      "\"sincos2d\", \"none\", got \"fixed\"");
+}
+
 TEST_CASE("out-of-range values name the key and line", "[config]") {
   REQUIRE_THROWS_WITH(parse_config("[optim]\nname = \"sgd\"\nlr = -0.1\n", "cfg.toml"),
                       "cfg.toml:3: key 'optim.lr': expected a value > 0, got -0.1");
@@ -105,6 +121,8 @@ TEST_CASE("enumerations reject unknown choices", "[config]") {
         minivit::AttentionForm::additive);
   CHECK(parse_config("", "cfg.toml", {"model.attention=cosine"}).model.attention ==
         minivit::AttentionForm::cosine);
+  REQUIRE_THROWS_WITH(parse_config("[model]\npool = \"max\"\n", "cfg.toml"),
+                      "cfg.toml:2: key 'model.pool': expected one of \"cls\", \"mean\", got \"max\"");
 }
 
 TEST_CASE("validate_config checks configs built in code, without a line", "[config]") {

@@ -153,7 +153,7 @@ TEST_CASE("rollout multiplies row-renormalised (A + I) from the first layer up",
   Tensor4 att = Tensor4::from_shape({2, 1, 2, 2});
   const float values[] = {.2f, .8f, .6f, .4f, 1.f, 0.f, .5f, .5f};
   std::copy(std::begin(values), std::end(values), att.data());
-  const Tensor2 r = rollout_matrix(att, Fusion::mean, 0.0);
+  const Tensor2 r = rollout_matrix(att, PoolKind::cls, Fusion::mean, 0.0);
   CHECK(r(0, 0) == Approx(0.6));
   CHECK(r(0, 1) == Approx(0.4));
   CHECK(r(1, 0) == Approx(0.375));
@@ -169,7 +169,7 @@ TEST_CASE("rollout matches the definition for every fusion and discard ratio", "
   for (const std::string fusion : {"mean", "max", "min"})
     for (const double discard : {0.0, 0.3, 0.9, 1.0}) {
       INFO(fusion << " discard " << discard);
-      const Tensor2 r = rollout_matrix(att, parse_fusion(fusion, "test"), discard);
+      const Tensor2 r = rollout_matrix(att, PoolKind::cls, parse_fusion(fusion, "test"), discard);
       const std::vector<double> want = naive_rollout(lh, L, H, T, fusion, discard);
       for (int i = 0; i < T * T; ++i) REQUIRE(r.data()[i] == Approx(want[size_t(i)]).margin(1e-6));
       // A product of row-stochastic matrices is row-stochastic.
@@ -178,7 +178,7 @@ TEST_CASE("rollout matches the definition for every fusion and discard ratio", "
         for (int j = 0; j < T; ++j) s += r(size_t(i), size_t(j));
         CHECK(s == Approx(1.0).margin(1e-6));
       }
-      const Tensor2 grid = attention_rollout(att, parse_fusion(fusion, "test"), discard);
+      const Tensor2 grid = attention_rollout(att, PoolKind::cls, parse_fusion(fusion, "test"), discard);
       REQUIRE(grid.shape(0) == 3);
       for (int p = 0; p < 9; ++p) CHECK(grid.data()[p] == Approx(want[size_t(1 + p)]).margin(1e-6));
     }
@@ -194,16 +194,16 @@ TEST_CASE("discard zeroes the smallest entries but never the CLS column", "[atte
     for (size_t j = 1; j < T; ++j) a(i, j) = rest[n++];
   }
   Tensor2 d = a;
-  discard_lowest(d, 0.5);  // floor(0.5 * 4 * 3) = 6 of the 12 entries outside column 0
+  discard_lowest(d, PoolKind::cls, 0.5);  // floor(0.5 * 4 * 3) = 6 of the 12 entries outside column 0
   for (size_t i = 0; i < T; ++i) {
     CHECK(d(i, 0) == a(i, 0));
     for (size_t j = 1; j < T; ++j) CHECK(d(i, j) == (a(i, j) <= 6 ? 0.f : a(i, j)));
   }
   Tensor2 none = a;
-  discard_lowest(none, 0.0);
+  discard_lowest(none, PoolKind::cls, 0.0);
   CHECK((none == a));
   Tensor2 all = a;
-  discard_lowest(all, 1.0);
+  discard_lowest(all, PoolKind::cls, 1.0);
   for (size_t i = 0; i < T; ++i) {
     CHECK(all(i, 0) == a(i, 0));
     for (size_t j = 1; j < T; ++j) CHECK(all(i, j) == 0.f);
@@ -322,15 +322,15 @@ TEST_CASE("zero query and key weights attend uniformly, and so does the rollout"
   const AttentionMaps m = collect_attention(model, x.data());
   for (float v : m.att) REQUIRE(v == Approx(1.0 / c.tokens()).epsilon(1e-6));
   for (const Fusion f : {Fusion::mean, Fusion::max, Fusion::min}) {
-    const Tensor2 r = attention_rollout(m.att, f, 0.0);
+    const Tensor2 r = attention_rollout(m.att, m.pool, f, 0.0);
     const auto [lo, hi] = std::minmax_element(r.begin(), r.end());
     CHECK(*hi - *lo < 1e-6f);
     CHECK(*lo > 0.f);
   }
   // A flat map is drawn flat: no tile of grid.png picks out a patch.
   const Image8 img = random_image8(1, c.image_size, 2);
-  const Canvas grid = render_grid(img, m.att, "uniform");
-  const GridLayout g = grid_layout(c.depth, c.heads, c.grid(), c.image_size, "uniform");
+  const Canvas grid = render_grid(img, m.att, m.pool, "uniform");
+  const GridLayout g = grid_layout(c.depth, c.heads, c.grid(), c.image_size, m.pool, "uniform");
   CHECK(grid.width == g.width);
   CHECK(grid.height == g.height);
 }
@@ -382,17 +382,17 @@ TEST_CASE("a model set by hand to look at one patch: the npy, the rollout and th
     CHECK(std::max_element(cls + 1, cls + T) - (cls + 1) == chosen);
 
     for (const Fusion f : {Fusion::mean, Fusion::max, Fusion::min}) {
-      const Tensor2 r = attention_rollout(m.att, f, 0.0);
+      const Tensor2 r = attention_rollout(m.att, m.pool, f, 0.0);
       CHECK(std::max_element(r.begin(), r.end()) - r.begin() == chosen);
       CHECK(r.data()[chosen] == Approx(0.75).margin(1e-3));  // (A + I)/2 twice: 1/2 + 1/4
     }
-    const Tensor2 r = attention_rollout(m.att, Fusion::mean, 0.5);
+    const Tensor2 r = attention_rollout(m.att, m.pool, Fusion::mean, 0.5);
     CHECK(std::max_element(r.begin(), r.end()) - r.begin() == chosen);
 
     // In grid.png every tile is brightest on the chosen patch.
     const Image8 img = random_image8(1, c.image_size, 3);
-    const Canvas grid = render_grid(img, m.att, "hand-set");
-    const GridLayout g = grid_layout(c.depth, c.heads, G, c.image_size, "hand-set");
+    const Canvas grid = render_grid(img, m.att, m.pool, "hand-set");
+    const GridLayout g = grid_layout(c.depth, c.heads, G, c.image_size, m.pool, "hand-set");
     for (int l = 0; l < c.depth; ++l)
       for (int h = 0; h < c.heads; ++h) {
         int best = -1;

@@ -167,6 +167,9 @@ TEST_CASE("the parameter table is the model's layout and initialisation", "[mode
       case ParamInit::uniform:
         for (int64_t i = 0; i < s.size; ++i) REQUIRE(std::abs(w[i]) <= 6 * s.init_scale);
         break;
+      case ParamInit::sincos_2d:
+        for (int64_t i = 0; i < s.size; ++i) REQUIRE(std::abs(w[i]) <= 1.0f);
+        break;
     }
   }
   CHECK(next == model.num_params);

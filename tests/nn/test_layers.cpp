@@ -3,6 +3,7 @@
 // core has its own file, test_attention.cpp.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -212,6 +213,51 @@ TEST_CASE("token embedding backward matches finite differences", "[layers][patch
   check_gradients(f, {{"patch_proj", proj.data(), dproj.data(), B * N * D},
                       {"cls", cls.data(), dcls.data(), D},
                       {"pos", pos.data(), dpos.data(), T * D}});
+}
+
+TEST_CASE("token embedding without position gradients still trains the CLS token",
+          "[layers][patch][grad]") {
+  const int B = 3, N = 4, D = 5, T = N + 1;
+  auto proj = random_vector(B * N * D, 1.0f, 64), cls = random_vector(D, 1.0f, 65),
+       pos = random_vector(T * D, 1.0f, 66), g = random_vector(B * T * D, 1.0f, 67);
+  std::vector<float> tokens(B * T * D), dproj(B * N * D, 0.0f), dcls(D, 0.0f);
+  const std::array<const float*, 2> position_tables = {pos.data(), nullptr};
+  for (const float* positions : position_tables) {
+    INFO((positions ? "fixed positions" : "no positions"));
+    auto f = [&] {
+      embed_tokens_forward(tokens.data(), proj.data(), cls.data(), positions, B, N, D);
+      return dot(tokens.data(), g.data(), B * T * D);
+    };
+    f();
+    CHECK(tokens[T * D + D + 1] == Approx(proj[N * D + 1] + (positions ? pos[D + 1] : 0.0f)));
+    std::fill(dproj.begin(), dproj.end(), 0.0f);
+    std::fill(dcls.begin(), dcls.end(), 0.0f);
+    embed_tokens_backward(dproj.data(), dcls.data(), nullptr, g.data(), B, N, D);
+    check_gradients(f, {{"patch_proj", proj.data(), dproj.data(), B * N * D},
+                        {"cls", cls.data(), dcls.data(), D}});
+  }
+}
+
+TEST_CASE("patch tokens without a CLS token: forward and backward", "[layers][patch][grad]") {
+  const int B = 3, N = 4, D = 5;
+  auto proj = random_vector(B * N * D, 1.0f, 68), pos = random_vector(N * D, 1.0f, 69),
+       g = random_vector(B * N * D, 1.0f, 70);
+  std::vector<float> tokens(B * N * D), dproj(B * N * D, 0.0f), dpos(N * D, 0.0f);
+  auto with_pos = [&] {
+    embed_patch_tokens_forward(tokens.data(), proj.data(), pos.data(), B, N, D);
+    return dot(tokens.data(), g.data(), B * N * D);
+  };
+  with_pos();
+  CHECK(tokens[N * D + 3] == proj[N * D + 3] + pos[3]);
+  embed_patch_tokens_backward(dproj.data(), dpos.data(), g.data(), B, N, D);
+  check_gradients(with_pos, {{"patch_proj", proj.data(), dproj.data(), B * N * D},
+                             {"pos", pos.data(), dpos.data(), N * D}});
+  // Without positions the tokens are the projections, and so are their gradients.
+  embed_patch_tokens_forward(tokens.data(), proj.data(), nullptr, B, N, D);
+  CHECK(tokens == proj);
+  std::fill(dproj.begin(), dproj.end(), 0.0f);
+  embed_patch_tokens_backward(dproj.data(), nullptr, g.data(), B, N, D);
+  CHECK(dproj == g);
 }
 
 TEST_CASE("cross-entropy with soft targets: value and gradient", "[layers][loss][grad]") {

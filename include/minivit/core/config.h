@@ -18,6 +18,19 @@ enum class Cifar100Label {
   coarse,  // 20 superclasses
 };
 
+// Where the tokens learn their place in the image from.
+enum class PosEmbedKind {
+  learned,   // a trained table (1, T, D), timm's default
+  sincos2d,  // SimpleViT's fixed 2-D sine-cosine table: stored in checkpoints, never trained
+  none,      // no position information
+};
+
+// What the head reads from the last block.
+enum class PoolKind {
+  cls,   // a learned CLS token, first in the sequence, through the final `norm`
+  mean,  // the mean over the patch tokens, through `fc_norm`; no CLS token
+};
+
 enum class OptimizerKind { adamw, sgd };
 enum class LrSchedule { cosine, constant };
 // The score function of every attention layer (nn/attention.h).
@@ -35,10 +48,13 @@ struct ModelConfig {
   float attention_dropout = 0.0f;  // on the softmax attention weights
   int num_classes = 10;
   AttentionForm attention = AttentionForm::scaled_dot;
+  PosEmbedKind pos_embed = PosEmbedKind::learned;  // sincos2d needs dim % 4 == 0
+  PoolKind pool = PoolKind::cls;
 
   int grid() const { return image_size / patch_size; }
   int patches() const { return grid() * grid(); }
-  int tokens() const { return patches() + 1; }  // CLS first
+  bool has_cls_token() const { return pool == PoolKind::cls; }
+  int tokens() const { return patches() + (has_cls_token() ? 1 : 0); }  // a CLS token first
   int head_dim() const { return dim / heads; }
   int patch_len() const { return channels * patch_size * patch_size; }
 };

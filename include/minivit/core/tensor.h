@@ -1,6 +1,6 @@
 #pragma once
 // Dimension letters used in shape comments throughout minivit:
-//   B  batch size            T  tokens = 1 (CLS) + N
+//   B  batch size            T  tokens = N, + 1 with a CLS token (model.pool = cls)
 //   N  patches = G * G        G  patch grid side = image_size / P
 //   C  image channels         P  patch side in pixels
 //   D  model width (dim)      H  attention heads      Dh  head width = D / H

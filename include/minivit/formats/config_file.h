@@ -38,5 +38,7 @@ std::string_view config_name(Cifar100Label label);
 std::string_view config_name(OptimizerKind optimizer);
 std::string_view config_name(LrSchedule schedule);
 std::string_view config_name(AttentionForm form);
+std::string_view config_name(PosEmbedKind pos_embed);
+std::string_view config_name(PoolKind pool);
 
 }  // namespace minivit

@@ -8,11 +8,16 @@
 // collect_attention copies them out, so there is no second implementation of attention
 // here that could drift from the one that is trained.
 //
-//   AttentionMaps m = collect_attention(model, image);        // image: normalised (C, S, S)
-//   Tensor2 r = attention_rollout(m.att, Fusion::mean, 0.0);  // (G, G)
+//   AttentionMaps m = collect_attention(model, image);                // image: normalised (C, S, S)
+//   Tensor2 r = attention_rollout(m.att, m.pool, Fusion::mean, 0.0);  // (G, G)
 //
-// Legend as in tensor.h: L layers, H heads, T = 1 + N tokens (CLS first, then the patches
-// row-major), G the patch grid side, N = G * G.
+// Legend as in tensor.h: L layers, H heads, G the patch grid side, N = G * G, T tokens: with
+// model.pool = cls T = 1 + N (the CLS token first, then the patches row-major); with
+// model.pool = mean T = N (the patches alone).
+//
+// "Where the model looks" is read where the head reads: the CLS token's row of attention
+// over the patches, or, when the head reads the mean of the tokens (PoolKind::mean), the
+// mean of all token rows.
 #include <string>
 #include <vector>
 
@@ -27,6 +32,7 @@ namespace minivit {
 
 struct AttentionMaps {
   Tensor4 att;                 // (L, H, T, T) softmax weights; row i = where token i looks
+  PoolKind pool = PoolKind::cls;  // the model's: whether token 0 is a CLS token
   std::vector<float> logits;   // (K)
   std::vector<double> probs;   // (K)
 };
@@ -45,21 +51,33 @@ const char* fusion_name(Fusion fusion);
 // (H, T, T) -> (T, T): the heads of one layer combined elementwise.
 Tensor2 fuse_heads(const Tensor3& heads, Fusion fusion);
 
-// Zeroes the floor(ratio * T * (T - 1)) smallest entries among columns 1..T-1 of `a`
-// (T, T), ties broken by position (row-major). Column 0 (attention to CLS) is never
-// touched: it carries the information the CLS token gathers, and dropping it would cut
-// every path back to the output. ratio in [0, 1].
-void discard_lowest(Tensor2& a, double ratio);
+// Zeroes the floor(ratio * candidates) smallest candidate entries of `a` (T, T), ties broken
+// by position (row-major). With a CLS token the candidates are columns 1..T-1, T * (T - 1)
+// of them: column 0 (attention to CLS) is never touched, as it carries the information the
+// CLS token gathers, and dropping it would cut every path back to the output. Without one
+// (PoolKind::mean) every entry is a candidate. ratio in [0, 1].
+void discard_lowest(Tensor2& a, PoolKind pool, double ratio);
 
 // The rollout matrix A_L ... A_2 A_1 (T, T), where A_l = rownorm(discard(fuse(att[l])) + I):
 // the identity stands for the residual connection, and every row is renormalised to sum 1
 // so that each A_l is again a distribution over the tokens below. Computed in double.
-Tensor2 rollout_matrix(const Tensor4& att, Fusion fusion, double discard_ratio);
+Tensor2 rollout_matrix(const Tensor4& att, PoolKind pool, Fusion fusion, double discard_ratio);
 
-// Row 0 of rollout_matrix over the patches (columns 1..N), as the (G, G) grid: how much of
-// the CLS token's final state flows from each patch. Not renormalised (the rest of the row,
-// column 0, is the flow from the CLS token itself).
-Tensor2 attention_rollout(const Tensor4& att, Fusion fusion, double discard_ratio);
+// The rollout read where the head reads, over the patches as the (G, G) grid. With a CLS
+// token: row 0 of rollout_matrix over columns 1..N, how much of the CLS token's final state
+// flows from each patch, not renormalised (the rest of the row, column 0, is the flow from
+// the CLS token itself). Without one: the mean of all rows, how much of the mean of the
+// final states flows from each patch; it sums to 1.
+Tensor2 attention_rollout(const Tensor4& att, PoolKind pool, Fusion fusion, double discard_ratio);
+
+// Where the head's input looks among the N patches in layer `layer`, head `head` of `att`
+// (L, H, T, T): the CLS row without its CLS column (not renormalised), or the mean of all
+// token rows (PoolKind::mean; sums to 1).
+std::vector<float> readout_attention(const Tensor4& att, PoolKind pool, int layer, int head);
+
+// What the head reads, in words for pictures and pages: "the CLS token" or "the mean of all
+// tokens".
+const char* readout_name(PoolKind pool);
 
 // ---------------------------------------------------------------------------------------
 // Statistics
@@ -79,7 +97,7 @@ std::vector<PatchWeight> top_patches(const float* weights, int grid, int k);
 double patch_entropy(const float* weights, int n);
 
 // summary.json: the prediction (top-5) and, per layer and head, the entropy and top patches
-// of the CLS row, plus the rollout's top patches.
+// of readout_attention, plus the rollout's top patches.
 struct SummaryInputs {
   const AttentionMaps* maps = nullptr;
   const Tensor2* rollout = nullptr;  // (G, G)
@@ -106,18 +124,19 @@ struct GridLayout {
   int tile_x(int head) const { return left + head * step_x; }
   int tile_y(int layer) const { return top + layer * step_y; }
 };
-GridLayout grid_layout(int layers, int heads, int grid, int image_size, const std::string& title);
+GridLayout grid_layout(int layers, int heads, int grid, int image_size, PoolKind pool,
+                       const std::string& title);
 
-// One tile per layer (rows) and head (columns): the input with the CLS row's attention over
-// the patches blended on top in viridis, each tile scaled to its own min..max so every
-// head's pattern is visible, its largest weight printed under it and its top patch outlined.
+// One tile per layer (rows) and head (columns): the input with readout_attention over the
+// patches blended on top in viridis, each tile scaled to its own min..max so every head's
+// pattern is visible, its largest weight printed under it and its top patch outlined.
 // `title` heads the picture (for instance the predicted class).
-Canvas render_grid(const Image8& image, const Tensor4& att, const std::string& title);
+Canvas render_grid(const Image8& image, const Tensor4& att, PoolKind pool, const std::string& title);
 
 // The input and the rollout over it, side by side, with a colour bar; `note` goes under
 // the bar (for instance the fusion and discard ratio).
-Canvas render_rollout(const Image8& image, const Tensor2& rollout, const std::string& title,
-                      const std::string& note);
+Canvas render_rollout(const Image8& image, const Tensor2& rollout, PoolKind pool,
+                      const std::string& title, const std::string& note);
 
 // index.html: the pictures, the prediction and links to the raw files.
 std::string render_index_html(const nlohmann::ordered_json& summary);

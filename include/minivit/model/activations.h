@@ -54,16 +54,17 @@ struct Activations {
   std::vector<BlockActivations> blocks;  // (L)
   float* x_final;     // (B, T, D) the residual stream after the last block
   float* branch;      // (B, T, D) forward scratch: a branch output before the residual add
-  float* cls;         // (B, D) CLS row of the last residual stream
-  float* cls_norm;    // (B, D) after the final LayerNorm
-  float* cls_mean;    // (B)
-  float* cls_rstd;    // (B)
+  float* pooled;      // (B, D) what the head reads of the last residual stream: the CLS
+                      // row, or the mean of the tokens (model.pool = mean)
+  float* pooled_norm; // (B, D) after the final LayerNorm
+  float* pooled_mean; // (B)
+  float* pooled_rstd; // (B)
   float* logits;      // (B, K)
   float* probs;       // (B, K) softmax, cached by the loss
   // Gradient scratch, reused by every block on the way back (training only).
   float* dlogits;     // (B, K)
-  float* dcls_norm;   // (B, D)
-  float* dcls;        // (B, D)
+  float* dpooled_norm; // (B, D)
+  float* dpooled;     // (B, D)
   float* dresid;      // (B, T, D) gradient of the residual stream, updated in place
   float* dbranch;     // (B, T, D) gradient of a branch output before its dropout
   float* dln;         // (B, T, D) gradient of a LayerNorm output

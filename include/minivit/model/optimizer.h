@@ -2,7 +2,9 @@
 // Optimisers over the model's flat parameter buffer: AdamW (decoupled weight decay, as
 // PyTorch's torch.optim.AdamW) and SGD with momentum (as torch.optim.SGD, weight decay added
 // to the gradient). Weight decay touches only parameters whose spec says so (weight
-// matrices), never biases, LayerNorm, the CLS token or the position embedding.
+// matrices), never biases, LayerNorm, the CLS token or the position embedding. Parameters
+// the table marks as not trainable (a fixed position table) are skipped altogether: no
+// step, no decay, their moments stay zero.
 #include <cstdint>
 
 #include "minivit/core/config.h"

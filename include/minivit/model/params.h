@@ -32,16 +32,17 @@ struct BlockParams {
   float* fc2_b;    // (D)
 };
 
+// A tensor the model's form leaves out (see ModelConfig) stays nullptr.
 struct ViTParams {
-  float* cls_token;  // (1, 1, D)
-  float* pos_embed;  // (1, T, D)
-  float* patch_w;    // (D, C, P, P)
-  float* patch_b;    // (D)
+  float* cls_token = nullptr;  // (1, 1, D) when model.pool = cls
+  float* pos_embed = nullptr;  // (1, T, D) unless model.pos_embed = none
+  float* patch_w = nullptr;    // (D, C, P, P)
+  float* patch_b = nullptr;    // (D)
   std::vector<BlockParams> blocks;  // (L)
-  float* norm_w;  // (D)
-  float* norm_b;  // (D)
-  float* head_w;  // (K, D)
-  float* head_b;  // (K)
+  float* norm_w = nullptr;  // (D) the LayerNorm before the head: `norm`, or `fc_norm` (mean pool)
+  float* norm_b = nullptr;  // (D)
+  float* head_w = nullptr;  // (K, D)
+  float* head_b = nullptr;  // (K)
 };
 
 // timm's initialisation, by kind of tensor; `init_scale` in the table is the normal's std or
@@ -53,6 +54,7 @@ enum class ParamInit {
   normal,        // the CLS token: N(0, 1e-6^2)
   uniform,       // the patch projection, left at Conv2d's default: U(+-1/sqrt(C*P*P))
   constant,      // every entry init_scale: the cosine form's log-temperature, ln 10
+  sincos_2d,     // the fixed position table of model.pos_embed = sincos2d (sincos_2d_table)
 };
 
 struct ParamSpec {
@@ -63,6 +65,10 @@ struct ParamSpec {
   ParamInit init = ParamInit::zeros;
   double init_scale = 0.0;
   bool decay = false;  // weight decay applies (matrices only: not biases, norms, cls, pos)
+  // False for values fixed at initialisation (the sin-cos position table): the optimizer
+  // never moves them, and their gradient and moments stay zero.
+  bool trainable = true;
+  int sincos_grid = 0;  // ParamInit::sincos_2d: the side G of the patch grid
   // Where the tensor is bound: a field of ViTParams, or of ViTParams::blocks[block].
   int block = -1;                                  // -1: not in a block
   float* ViTParams::*model_field = nullptr;        // when block < 0
@@ -78,6 +84,12 @@ double vit_param_count(const ModelConfig& config);
 
 // Points every field of a ViTParams at its tensor inside `base` (num_params floats).
 ViTParams bind_params(float* base, const std::vector<ParamSpec>& specs, int depth);
+
+// SimpleViT's posemb_sincos_2d (temperature 10000) as `rows` x D floats: the first
+// rows - G*G rows zero (a CLS token's), then patch (y, x) of the G x G grid in row-major order
+// as [sin(x w), cos(x w), sin(y w), cos(y w)], each block D/4 long, w_k = 10000^(-k/(D/4 - 1))
+// for k < D/4. D must be a multiple of 4. Computed in double, rounded once to float.
+void sincos_2d_table(float* out, int64_t rows, int64_t D, int G);
 
 // Fills `weights` (the flat buffer) by each tensor's ParamInit; the draws of tensor t come
 // from rng_key(seed, kRngInit, t), so a tensor's values do not depend on the others.

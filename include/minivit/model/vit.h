@@ -1,6 +1,7 @@
 #pragma once
-// The Vision Transformer (timm's VisionTransformer, global_pool='token'), forward and
-// backward by hand. Reading these headers is reading the model:
+// The Vision Transformer (timm's VisionTransformer: global_pool='token' with a CLS token, or
+// global_pool='avg' without one, as model.pool says), forward and backward by hand. Reading
+// these headers is reading the model:
 //   params.h                the weights: one flat buffer described by a table, timm's
 //                           names and shapes, so checkpoints and optimizers are one loop
 //   activations.h           the run state: buffers for one wave of activations, described

@@ -5,16 +5,29 @@
 //   images      (B, C, S, S)    S = image_size
 //   patches     (B, N, C*P*P)   patch n = row-major position in the G x G grid
 //   patch_proj  (B, N, D)       patches . W^T + b        (a linear layer, see linear.h)
-//   tokens      (B, T, D)       [cls ; patch_proj] + pos
+//   tokens      (B, T, D)       [cls ; patch_proj] + pos   with a CLS token, T = N + 1
+//                               patch_proj + pos           without one, T = N
+// The position embedding pos (T, D) may be absent (nullptr): then nothing is added. In
+// backward a null dpos_embed means the positions take no gradient (absent, or a fixed
+// table that is never trained).
 namespace minivit {
 
 void patchify(float* patches, const float* images, int B, int C, int image_size, int P);
 
+// With a CLS token first.
 void embed_tokens_forward(float* tokens, const float* patch_proj, const float* cls_token,
                           const float* pos_embed, int B, int N, int D);
 
-// Adds into dpatch_proj (B, N, D), dcls_token (D) and dpos_embed (T, D).
+// Adds into dpatch_proj (B, N, D), dcls_token (D) and dpos_embed (T, D) when not null.
 void embed_tokens_backward(float* dpatch_proj, float* dcls_token, float* dpos_embed,
                            const float* dtokens, int B, int N, int D);
+
+// Without a CLS token: the patches are the whole sequence.
+void embed_patch_tokens_forward(float* tokens, const float* patch_proj, const float* pos_embed,
+                                int B, int N, int D);
+
+// Adds into dpatch_proj (B, N, D) and dpos_embed (N, D) when not null.
+void embed_patch_tokens_backward(float* dpatch_proj, float* dpos_embed, const float* dtokens,
+                                 int B, int N, int D);
 
 }  // namespace minivit

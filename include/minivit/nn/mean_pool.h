@@ -1,0 +1,14 @@
+#pragma once
+// The mean over the tokens, for a head that reads every token instead of a CLS token
+// (timm's global_pool='avg').
+//   x       (B, T, D)
+//   pooled  (B, D)      pooled[b] = (1/T) sum_t x[b, t]
+namespace minivit {
+
+void mean_pool_forward(float* pooled, const float* x, int B, int T, int D);
+
+// Adds dpooled[b] / T into every token's row of dx (B, T, D): each token contributed one
+// T-th of the mean.
+void mean_pool_backward(float* dx, const float* dpooled, int B, int T, int D);
+
+}  // namespace minivit

@@ -1,0 +1,99 @@
+// The model forms through the command line: a run with mean pooling and the fixed sincos2d
+// table on a tiny generated dataset, then eval, attention, info and a refused resume.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "minivit/formats/checkpoint.h"
+#include "minivit/formats/npy.h"
+#include "minivit/formats/safetensors.h"
+#include "minivit/model/params.h"
+#include "test_util.h"
+
+using namespace minivit_test;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+TEST_CASE("train, eval, attention and info with mean pooling and the sincos2d table",
+          "[cli][forms]") {
+  TempDir dir("forms_cli");
+  const std::string data = dir.str("data"), out = dir.str("run"), config = dir.str("tiny.toml");
+  write_tiny_idx_dataset(data, 320, 96, 12, 4);  // 12x12 images: 3x3 patches of 4x4
+  write_text(config, tiny_config_toml(data, out, 12, 4));
+  const RunResult train = run_minivit("train --config " + config +
+                                      " --set model.pool=mean --set model.pos_embed=sincos2d"
+                                      " --set train.max_steps=20");
+  INFO(train.err);
+  REQUIRE(train.exit_code == 0);
+
+  // The checkpoint: timm's avg-pool layout, and the table as it was written at init.
+  const std::string last = out + "/last.safetensors";
+  minivit::SafetensorsFile file = minivit::read_safetensors(last);
+  CHECK(file.tensors.count("cls_token") == 0);
+  CHECK(file.tensors.count("norm.weight") == 0);
+  CHECK(file.tensors.at("fc_norm.weight").shape == std::vector<int64_t>{16});
+  REQUIRE(file.tensors.at("pos_embed").shape == std::vector<int64_t>{1, 9, 16});
+  std::vector<float> table(9 * 16);
+  minivit::sincos_2d_table(table.data(), 9, 16, 3);
+  CHECK(file.tensors.at("pos_embed").data == table);
+  CHECK(file.metadata.at("minivit.model.pool") == "\"mean\"");
+  CHECK(file.metadata.at("minivit.model.pos_embed") == "\"sincos2d\"");
+  // Its optimizer moments never moved from zero.
+  const minivit::Checkpoint ckpt = minivit::load_checkpoint(last);
+  const minivit::ParamSpec* pos = ckpt.model->find("pos_embed");
+  REQUIRE(pos);
+  minivit::SafetensorsFile resume = minivit::read_safetensors(out + "/resume.safetensors");
+  CHECK(resume.tensors.at("pos_embed").data == table);
+  for (const char* moment : {"optimizer.m", "optimizer.v"}) {
+    const std::vector<float>& values = resume.tensors.at(moment).data;
+    for (int64_t i = pos->offset; i < pos->offset + pos->size; ++i) REQUIRE(values[size_t(i)] == 0.0f);
+  }
+
+  // eval rebuilds the same model from the checkpoint alone.
+  const RunResult eval = run_minivit("eval --checkpoint " + last + " --json " + dir.str("e.json"));
+  INFO(eval.err);
+  REQUIRE(eval.exit_code == 0);
+  const auto trained = nlohmann::json::parse(read_text(out + "/eval.json"));
+  const auto evaluated = nlohmann::json::parse(read_text(dir.str("e.json")));
+  CHECK(evaluated["top1"] == trained["top1"]);
+  CHECK(evaluated["n"] == 96);
+
+  // attention: N x N maps without a CLS token, read as the mean of all token rows.
+  const std::string maps = dir.str("maps");
+  const RunResult attention = run_minivit("attention --checkpoint " + last + " --index 0 --out " + maps);
+  INFO(attention.err);
+  REQUIRE(attention.exit_code == 0);
+  CHECK_THAT(attention.out, Contains("attention.npy [2, 2, 9, 9]"));
+  for (const char* name : {"attention.npy", "rollout.npy", "input.npy", "input.png", "grid.png",
+                           "rollout.png", "summary.json", "index.html"})
+    CHECK(fs::exists(fs::path(maps) / name));
+  const minivit::NpyArray att = minivit::read_npy(maps + "/attention.npy");
+  REQUIRE(att.shape == std::vector<int64_t>{2, 2, 9, 9});
+  for (size_t row = 0; row < att.values.size() / 9; ++row) {
+    double sum = 0.0;
+    for (size_t j = 0; j < 9; ++j) sum += att.values[row * 9 + j];
+    REQUIRE(sum == Approx(1.0).margin(1e-5));
+  }
+  const minivit::NpyArray rollout = minivit::read_npy(maps + "/rollout.npy");
+  CHECK(rollout.shape == std::vector<int64_t>{3, 3});
+  double rollout_sum = 0.0;
+  for (float v : rollout.values) rollout_sum += v;
+  CHECK(rollout_sum == Approx(1.0).margin(1e-5));  // the mean row of a row-stochastic matrix
+  const auto summary = nlohmann::json::parse(read_text(maps + "/summary.json"));
+  CHECK(summary["pool"] == "mean");
+  CHECK(summary["tokens"] == 9);
+  CHECK_THAT(read_text(maps + "/index.html"), Contains("the mean of all tokens"));
+
+  // info names the form.
+  const RunResult info = run_minivit("info " + last);
+  REQUIRE(info.exit_code == 0);
+  CHECK_THAT(info.out, Contains("pos_embed sincos2d (fixed, not trained), pool mean") &&
+                           Contains("9 tokens: the patches, no CLS token") &&
+                           Contains("(144 of them fixed, never trained)") &&
+                           Contains("pool = \"mean\"") && Contains("pos_embed = \"sincos2d\""));
+
+  // Resuming under the other pooling is refused by name.
+  const RunResult resumed = run_minivit("train --resume " + out + " --set model.pool=cls");
+  CHECK(resumed.exit_code == 1);
+  CHECK_THAT(resumed.err, Contains("written for model.pool = \"mean\", but the config asks for \"cls\""));
+}
