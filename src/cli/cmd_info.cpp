@@ -11,7 +11,8 @@
 
 namespace minivit {
 
-// The model in one line: its sizes, position embedding and pooling, and the tokens they make.
+// The model in one line: its sizes, attention form, position embedding and pooling, and the
+// tokens they make.
 static std::string model_form(const ModelConfig& m) {
   const std::string tokens =
       m.has_cls_token() ? strprintf("%d tokens: CLS + %d patches", m.tokens(), m.patches())
@@ -20,9 +21,10 @@ static std::string model_form(const ModelConfig& m) {
   const char* head = m.has_cls_token() ? "the head reads the CLS token"
                                        : "the head reads the mean of the tokens";
   return strprintf("model: ViT, %dx%d patches of %dx%d pixels, dim %d, depth %d, heads %d, "
-                   "mlp_dim %d; pos_embed %s%s, pool %s (%s; %s)",
+                   "mlp_dim %d; attention %s, pos_embed %s%s, pool %s (%s; %s)",
                    m.grid(), m.grid(), m.patch_size, m.patch_size, m.dim, m.depth, m.heads,
-                   m.mlp_dim, std::string(config_name(m.pos_embed)).c_str(), positions,
+                   m.mlp_dim, std::string(config_name(m.attention)).c_str(),
+                   std::string(config_name(m.pos_embed)).c_str(), positions,
                    std::string(config_name(m.pool)).c_str(), tokens.c_str(), head);
 }
 

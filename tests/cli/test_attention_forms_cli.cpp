@@ -33,7 +33,8 @@ TEST_CASE("every attention form trains, checkpoints, evaluates and is inspected 
 
     const RunResult info = run_minivit("info " + last);
     REQUIRE(info.exit_code == 0);
-    CHECK_THAT(info.out, Contains("attention = \"" + std::string(form) + "\""));
+    CHECK_THAT(info.out, Contains("attention = \"" + std::string(form) + "\"") &&
+                             Contains("; attention " + std::string(form) + ", pos_embed"));
 
     const RunResult eval = run_minivit("eval --checkpoint " + last);
     REQUIRE(eval.exit_code == 0);
