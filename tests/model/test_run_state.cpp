@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gradcheck.h"
+#include "model_gradcheck.h"
 #include "minivit/core/error.h"
 #include "minivit/model/optimizer.h"
 #include "minivit/model/train_step.h"
@@ -20,19 +21,6 @@ using namespace minivit_test;
 using Catch::Matchers::Contains;
 
 namespace {
-
-ModelConfig small_model() {
-  ModelConfig c;
-  c.image_size = 8;
-  c.channels = 2;
-  c.patch_size = 4;
-  c.dim = 8;
-  c.depth = 2;
-  c.heads = 2;
-  c.mlp_dim = 16;
-  c.num_classes = 3;
-  return c;
-}
 
 // Another shape in every dimension the layers' scratch depends on: tokens, width, head
 // size, depth; and dropout on, so the masks are in use.
@@ -85,7 +73,7 @@ TEST_CASE("two different models trained in turns end as they do apart", "[model]
   const int steps = 4;
   std::vector<float> alone_a, alone_b;
   {
-    Run a(small_model(), 1);
+    Run a(tiny_model_config(), 1);
     for (int s = 0; s < steps; ++s) a.train_one_step();
     alone_a = a.weights();
   }
@@ -94,7 +82,7 @@ TEST_CASE("two different models trained in turns end as they do apart", "[model]
     for (int s = 0; s < steps; ++s) b.train_one_step();
     alone_b = b.weights();
   }
-  Run a(small_model(), 1), b(other_model(), 2);
+  Run a(tiny_model_config(), 1), b(other_model(), 2);
   for (int s = 0; s < steps; ++s) {
     a.train_one_step();
     b.train_one_step();
@@ -104,7 +92,7 @@ TEST_CASE("two different models trained in turns end as they do apart", "[model]
 }
 
 TEST_CASE("the activations hold exactly what the table describes", "[model][state]") {
-  for (const ModelConfig& c : {small_model(), other_model()})
+  for (const ModelConfig& c : {tiny_model_config(), other_model()})
     for (bool training : {false, true}) {
       const int B = 7;
       Activations acts(c, B, training);
@@ -135,7 +123,7 @@ TEST_CASE("the activations hold exactly what the table describes", "[model][stat
 }
 
 TEST_CASE("the parameter table is the model's layout and initialisation", "[model][state]") {
-  const ModelConfig c = small_model();
+  const ModelConfig c = tiny_model_config();
   ViT model(c);
   model.init(5);
   CHECK(vit_param_count(c) == double(model.num_params));
@@ -177,7 +165,7 @@ TEST_CASE("the parameter table is the model's layout and initialisation", "[mode
 
 TEST_CASE("vit_forward and vit_backward refuse callers that break their preconditions",
           "[model][state][errors]") {
-  const ModelConfig c = small_model();
+  const ModelConfig c = tiny_model_config();
   ViT model(c);
   model.init(1);
   const int B = 4;
@@ -215,17 +203,17 @@ TEST_CASE("vit_forward and vit_backward refuse callers that break their precondi
 }
 
 TEST_CASE("a model and its run state refuse impossible shapes", "[model][state][errors]") {
-  ModelConfig c = small_model();
+  ModelConfig c = tiny_model_config();
   c.heads = 3;
   CHECK_THROWS_WITH(ViT(c), Contains("dim 8 is not divisible by heads 3"));
-  c = small_model();
+  c = tiny_model_config();
   c.patch_size = 3;
   CHECK_THROWS_WITH(ViT(c), Contains("image_size 8 is not divisible by patch_size 3"));
-  c = small_model();
+  c = tiny_model_config();
   c.depth = 0;
   CHECK_THROWS_AS(ViT(c), Error);
-  CHECK_THROWS_WITH(Activations(small_model(), 0, true), Contains("at least 1"));
-  ViT model(small_model());
+  CHECK_THROWS_WITH(Activations(tiny_model_config(), 0, true), Contains("at least 1"));
+  ViT model(tiny_model_config());
   Optimizer wrong(OptimConfig{}, model.num_params + 1);
   CHECK_THROWS_WITH(wrong.step(model, 1e-3f), Contains("optimizer"));
 }
