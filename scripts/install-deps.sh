@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what minivit needs from Debian's packages: the build toolchain, the libraries it
-# links, and the Fashion-MNIST dataset. With --reference it also installs PyTorch (Debian's
-# python3-torch), which the test suite uses as an independent reference implementation.
+# links, and the Fashion-MNIST dataset. With --reference it also installs what the test suite
+# needs beyond that: PyTorch (Debian's python3-torch), the independent reference
+# implementation, and Chromium with python3-websocket, which drive the attention explorer
+# page in a real browser.
 # With --fuzz it adds clang 14 and its runtime libraries (libFuzzer, the sanitizers, OpenMP),
 # which scripts/fuzz.sh builds the fuzz targets with. The flags can be combined.
 # Safe to run again: it only calls apt-get when something is missing. Uses sudo when not root.
@@ -13,7 +15,7 @@ packages=(build-essential cmake
           dataset-fashion-mnist)
 for flag in "$@"; do
   case "$flag" in
-    --reference) packages+=(python3 python3-numpy python3-torch) ;;
+    --reference) packages+=(python3 python3-numpy python3-torch chromium python3-websocket) ;;
     --fuzz) packages+=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14) ;;
     *) echo "install-deps.sh: unknown option '$flag' (expected --reference or --fuzz)" >&2; exit 2 ;;
   esac

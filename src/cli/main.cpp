@@ -47,21 +47,29 @@ int main(int argc, char** argv) {
   minivit::AttentionOptions attention;
   CLI::App* attention_cmd = app.add_subcommand(
       "attention",
-      "Show where a checkpoint looks in one image: the softmax attention of every layer and "
-      "head (attention.npy, float32 [layers, heads, T, T], T = 1 + patches with the CLS token "
-      "first, or T = patches with model.pool = mean), attention rollout (rollout.npy, "
-      "[grid, grid]), the normalised input (input.npy), pictures (input.png, grid.png, "
-      "rollout.png), summary.json and index.html. Maps are read where the head reads: the CLS "
-      "token's row, or the mean of all token rows.");
+      "Show where a checkpoint looks in an image and why it chose its class. Writes the softmax "
+      "attention of every layer and head (attention.npy, float32 [layers, heads, T, T], T = 1 + "
+      "patches with the CLS token first, or T = patches with model.pool = mean), attention rollout "
+      "(rollout.npy, [grid, grid]), the class-specific gradient rollout from the model's own backward "
+      "(grad_rollout.npy, [grid, grid]), the normalised input (input.npy), pictures, summary.json and "
+      "index.html: an explorer to open in a browser, where clicking any patch shows where it looks in "
+      "every layer and head. With --count N or several --image: one such folder per image and a "
+      "gallery index.html, misclassified images first. With --stats: the mean attention distance and "
+      "entropy per layer and head (stats.json, stats.png).");
   attention_cmd->add_option("--checkpoint", attention.checkpoint, "Checkpoint (.safetensors) written by train")
       ->required();
-  attention_cmd->add_option("--image", attention.image,
+  attention_cmd->add_option("--image", attention.images,
                             "Image file (PNG, JPEG, BMP, TGA...), converted to the model's channels and "
-                            "size and normalised as in training");
+                            "size and normalised as in training; repeat it for several images");
   attention_cmd->add_option("--index", attention.index,
                             "Or: image N of a split of the checkpoint's dataset (0-based)")
       ->check(CLI::NonNegativeNumber);
-  attention_cmd->add_option("--split", attention.split, "Split for --index: test (default), val or train");
+  attention_cmd->add_option("--count", attention.count,
+                            "Or: the first N images of the split, one folder each and a gallery "
+                            "(more than the split holds: all of them)")
+      ->check(CLI::NonNegativeNumber);
+  attention_cmd->add_option("--split", attention.split,
+                            "Split for --index, --count and --stats: test (default), val or train");
   attention_cmd->add_option("--out", attention.out_dir, "Directory to write the files into (created if needed)")
       ->required();
   attention_cmd->add_option("--fusion", attention.fusion,
@@ -69,6 +77,11 @@ int main(int argc, char** argv) {
   attention_cmd->add_option("--discard", attention.discard,
                             "Rollout: zero this fraction of the smallest fused weights in each layer, "
                             "never those on a CLS column (default 0)");
+  attention_cmd->add_option("--class", attention.class_index,
+                            "Class the gradient rollout explains, 0 to classes-1 (default: the predicted class)");
+  attention_cmd->add_flag("--stats", attention.stats,
+                          "Attention distance and entropy per layer and head over the images; alone, over the "
+                          "whole split");
 
   minivit::PredictOptions predict;
   CLI::App* predict_cmd = app.add_subcommand(

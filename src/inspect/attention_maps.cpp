@@ -80,19 +80,15 @@ void discard_lowest(Tensor2& a, PoolKind pool, double ratio) {
   for (size_t i = 0; i < k; ++i) v[candidates[i]] = 0.f;
 }
 
-Tensor2 rollout_matrix(const Tensor4& att, PoolKind pool, Fusion fusion, double discard_ratio) {
-  const size_t L = att.shape(0), H = att.shape(1), T = att.shape(2);
+Tensor2 rollout_chain(const std::vector<Tensor2>& layers) {
+  const size_t T = layers.empty() ? 0 : layers[0].shape(0);
   std::vector<double> joint(T * T, 0.0), next(T * T), a(T * T);
   for (size_t i = 0; i < T; ++i) joint[i * T + i] = 1.0;
-  for (size_t l = 0; l < L; ++l) {
-    Tensor3 heads = Tensor3::from_shape({H, T, T});
-    std::copy_n(att.data() + l * H * T * T, H * T * T, heads.data());
-    Tensor2 fused = fuse_heads(heads, fusion);
-    discard_lowest(fused, pool, discard_ratio);
+  for (const Tensor2& layer : layers) {
     for (size_t i = 0; i < T; ++i) {
       double sum = 0.0;
       for (size_t j = 0; j < T; ++j)
-        sum += a[i * T + j] = double(fused(i, j)) + (i == j ? 1.0 : 0.0);
+        sum += a[i * T + j] = double(layer(i, j)) + (i == j ? 1.0 : 0.0);
       for (size_t j = 0; j < T; ++j) a[i * T + j] /= sum;
     }
     // joint = A_l @ joint: layer l acts on what the layers below have already mixed.
@@ -107,6 +103,18 @@ Tensor2 rollout_matrix(const Tensor4& att, PoolKind pool, Fusion fusion, double 
   Tensor2 out = Tensor2::from_shape({T, T});
   std::transform(joint.begin(), joint.end(), out.data(), [](double x) { return float(x); });
   return out;
+}
+
+Tensor2 rollout_matrix(const Tensor4& att, PoolKind pool, Fusion fusion, double discard_ratio) {
+  const size_t L = att.shape(0), H = att.shape(1), T = att.shape(2);
+  std::vector<Tensor2> layers;
+  for (size_t l = 0; l < L; ++l) {
+    Tensor3 heads = Tensor3::from_shape({H, T, T});
+    std::copy_n(att.data() + l * H * T * T, H * T * T, heads.data());
+    layers.push_back(fuse_heads(heads, fusion));
+    discard_lowest(layers.back(), pool, discard_ratio);
+  }
+  return rollout_chain(layers);
 }
 
 // The side of the patch grid of maps over T tokens; throws unless the patches are a square.
@@ -128,9 +136,8 @@ static std::vector<double> mean_of_rows(const float* rows, size_t T) {
   return mean;
 }
 
-Tensor2 attention_rollout(const Tensor4& att, PoolKind pool, Fusion fusion, double discard_ratio) {
-  const size_t T = att.shape(2), G = grid_side(T, pool);
-  Tensor2 joint = rollout_matrix(att, pool, fusion, discard_ratio);
+Tensor2 readout_rollout(const Tensor2& joint, PoolKind pool) {
+  const size_t T = joint.shape(0), G = grid_side(T, pool);
   Tensor2 out = Tensor2::from_shape({G, G});
   if (pool == PoolKind::cls) {
     std::copy_n(joint.data() + 1, G * G, out.data());
@@ -139,6 +146,10 @@ Tensor2 attention_rollout(const Tensor4& att, PoolKind pool, Fusion fusion, doub
     std::transform(mean.begin(), mean.end(), out.data(), [](double x) { return float(x); });
   }
   return out;
+}
+
+Tensor2 attention_rollout(const Tensor4& att, PoolKind pool, Fusion fusion, double discard_ratio) {
+  return readout_rollout(rollout_matrix(att, pool, fusion, discard_ratio), pool);
 }
 
 std::vector<float> readout_attention(const Tensor4& att, PoolKind pool, int layer, int head) {
@@ -289,7 +300,11 @@ nlohmann::ordered_json attention_summary(const SummaryInputs& in) {
       {"input.npy", "float32 [channels, size, size]: the normalised image the model saw"},
       {"input.png", "the image as the model saw it (denormalised), upscaled"},
       {"grid.png", texts.grid_file},
-      {"rollout.png", "attention rollout over the input"}};
+      {"rollout.png", "attention rollout over the input"},
+      {"grad_rollout.npy", "float32 [grid, grid]: class-specific gradient rollout (see grad_rollout)"},
+      {"grad_rollout.png", "the gradient rollout over the input"},
+      {"thumb.png", "small input with the gradient rollout over it, for galleries"},
+      {"index.html", "explorer: open in a browser, click any patch to see where it looks"}};
   return j;
 }
 

@@ -17,15 +17,6 @@ constexpr Color kInk = {25, 25, 25};        // titles
 constexpr Color kLabel = {70, 70, 70};      // tick labels, axis label
 constexpr Color kAxis = {110, 110, 110};    // axis lines and tick marks
 constexpr Color kGrid = {228, 228, 228};    // grid lines
-constexpr Color kTrain = {31, 119, 180};    // blue
-constexpr Color kVal = {230, 110, 0};       // orange
-
-struct Series {
-  std::string name;
-  Color color;
-  bool square_markers;
-  std::vector<std::pair<double, double>> xy;  // finite points, in epoch order
-};
 
 // A tick step of 1, 2 or 5 times a power of ten giving about `target` intervals.
 double nice_step(double range, int target) {
@@ -89,7 +80,7 @@ void draw_bold(Canvas& c, int x, int y, const std::string& s, Color color) {
   c.draw_text(x + 1, y, s, color, kFont);
 }
 
-void draw_marker(Canvas& c, double x, double y, const Series& s, float radius) {
+void draw_marker(Canvas& c, double x, double y, const PlotSeries& s, float radius) {
   if (radius <= 0) return;
   if (s.square_markers) {
     int half = static_cast<int>(std::lround(radius * 0.9));
@@ -100,15 +91,14 @@ void draw_marker(Canvas& c, double x, double y, const Series& s, float radius) {
   }
 }
 
-// One panel occupying columns [x0, x0 + w) of the canvas.
-// Value ticks are kept within [tick_min, tick_max].
-void draw_panel(Canvas& c, int x0, int w, const std::string& title, double tick_min,
-                double tick_max, const std::vector<Series>& series) {
+// One panel occupying columns [x0, x0 + w) of a canvas `height` pixels high.
+void draw_panel(Canvas& c, int x0, int w, int height, const PlotPanel& panel) {
+  const std::vector<PlotSeries>& series = panel.series;
   // Ranges over every finite point of every series.
   double ylo = INFINITY, yhi = -INFINITY;
   int efirst = 0, elast = 0;
   bool any = false;
-  for (const Series& s : series)
+  for (const PlotSeries& s : series)
     for (auto [x, y] : s.xy) {
       ylo = std::min(ylo, y), yhi = std::max(yhi, y);
       int e = static_cast<int>(x);
@@ -117,7 +107,7 @@ void draw_panel(Canvas& c, int x0, int w, const std::string& title, double tick_
       any = true;
     }
   if (!any) efirst = 1, elast = 10;
-  Axis ya = make_value_axis(ylo, yhi, tick_min, tick_max);
+  Axis ya = make_value_axis(ylo, yhi, panel.tick_min, panel.tick_max);
   Axis xa = make_epoch_axis(efirst, elast);
 
   std::vector<std::string> ylabels;
@@ -132,7 +122,7 @@ void draw_panel(Canvas& c, int x0, int w, const std::string& title, double tick_
   const int left = x0 + 16 + label_w + 10;
   const int right = x0 + w - 18;
   const int top = 52;
-  const int bottom = kHeight - 56;
+  const int bottom = height - 56;
   auto px = [&](double e) { return left + (e - xa.lo) / (xa.hi - xa.lo) * (right - left); };
   auto py = [&](double v) { return bottom - (v - ya.lo) / (ya.hi - ya.lo) * (bottom - top); };
 
@@ -153,28 +143,28 @@ void draw_panel(Canvas& c, int x0, int w, const std::string& title, double tick_
     int x = static_cast<int>(std::lround(px(t)));
     c.fill_rect(x, bottom + 1, 1, 5, kAxis);
     char s[32];
-    std::snprintf(s, sizeof s, "%.0f", t);  // epochs are whole numbers
+    std::snprintf(s, sizeof s, "%.0f", t);  // x is whole numbers (epochs, layers)
     c.draw_text(x - (text_width(s, kFont) - 2 * kFont) / 2, bottom + 10, s, kLabel, kFont);
   }
-  const std::string xlabel = "epoch";
+  const std::string& xlabel = panel.xlabel;
   c.draw_text((left + right) / 2 - (text_width(xlabel, kFont) - 2 * kFont) / 2,
               bottom + 10 + cap + 12, xlabel, kLabel, kFont);
 
   // Title at the top left of the plot area.
   const int title_y = top - cap - 16;
-  draw_bold(c, left, title_y, title, kInk);
+  draw_bold(c, left, title_y, panel.title, kInk);
 
   // Lines first, then markers over every line, so points stay visible where curves cross.
   size_t most = 0;
-  for (const Series& s : series) most = std::max(most, s.xy.size());
+  for (const PlotSeries& s : series) most = std::max(most, s.connect ? s.xy.size() : 0);
   float radius = most <= 40 ? 3.5f : most <= 120 ? 2.5f : 0.f;
-  for (const Series& s : series)
-    for (size_t i = 1; i < s.xy.size(); ++i)
+  for (const PlotSeries& s : series)
+    for (size_t i = 1; s.connect && i < s.xy.size(); ++i)
       c.draw_line(static_cast<float>(px(s.xy[i - 1].first)), static_cast<float>(py(s.xy[i - 1].second)),
                   static_cast<float>(px(s.xy[i].first)), static_cast<float>(py(s.xy[i].second)),
                   s.color, 2.f);
-  for (const Series& s : series)
-    for (auto [x, y] : s.xy) draw_marker(c, px(x), py(y), s, radius);
+  for (const PlotSeries& s : series)
+    for (auto [x, y] : s.xy) draw_marker(c, px(x), py(y), s, s.connect ? radius : 3.5f);
 
   if (!any) {
     const std::string msg = "no data";
@@ -190,8 +180,9 @@ void draw_panel(Canvas& c, int x0, int w, const std::string& title, double tick_
     c.draw_text(lx, title_y, it->name, kLabel, kFont);
     lx -= 8 + 22;
     double ly = title_y + cap / 2.0;
-    c.draw_line(static_cast<float>(lx), static_cast<float>(ly), static_cast<float>(lx + 22),
-                static_cast<float>(ly), it->color, 2.f);
+    if (it->connect)
+      c.draw_line(static_cast<float>(lx), static_cast<float>(ly), static_cast<float>(lx + 22),
+                  static_cast<float>(ly), it->color, 2.f);
     draw_marker(c, lx + 11, ly, *it, 3.5f);
     lx -= 20;
   }
@@ -199,14 +190,22 @@ void draw_panel(Canvas& c, int x0, int w, const std::string& title, double tick_
 
 }  // namespace
 
+Canvas render_panels(const std::vector<PlotPanel>& panels, int width, int height) {
+  Canvas c(width, height, kWhite);
+  const int n = std::max<int>(1, int(panels.size()));
+  for (int i = 0; i < int(panels.size()); ++i)
+    draw_panel(c, i * width / n, width / n, height, panels[size_t(i)]);
+  return c;
+}
+
 Canvas render_training_curves(const std::vector<EpochPoint>& points) {
   // Epoch order, the last entry for a repeated epoch winning.
   std::map<int, EpochPoint> by_epoch;
   for (const EpochPoint& p : points) by_epoch[p.epoch] = p;
 
-  Series train_loss{"train", kTrain, false, {}}, val_loss{"val", kVal, true, {}};
-  Series train_acc{"train", kTrain, false, {}}, val_acc{"val", kVal, true, {}};
-  auto add = [](Series& s, int epoch, double v) {
+  PlotSeries train_loss{"train", kPlotBlue, true, false, {}}, val_loss{"val", kPlotOrange, true, true, {}};
+  PlotSeries train_acc = train_loss, val_acc = val_loss;
+  auto add = [](PlotSeries& s, int epoch, double v) {
     if (std::isfinite(v)) s.xy.emplace_back(epoch, v);
   };
   for (const auto& [epoch, p] : by_epoch) {
@@ -215,11 +214,9 @@ Canvas render_training_curves(const std::vector<EpochPoint>& points) {
     add(train_acc, epoch, 100.0 * p.train_acc);
     add(val_acc, epoch, 100.0 * p.val_acc);
   }
-
-  Canvas c(kWidth, kHeight, kWhite);
-  draw_panel(c, 0, kWidth / 2, "loss", -INFINITY, INFINITY, {train_loss, val_loss});
-  draw_panel(c, kWidth / 2, kWidth / 2, "accuracy (%)", 0, 100, {train_acc, val_acc});
-  return c;
+  return render_panels({{"loss", "epoch", -INFINITY, INFINITY, {train_loss, val_loss}},
+                        {"accuracy (%)", "epoch", 0, 100, {train_acc, val_acc}}},
+                       kWidth, kHeight);
 }
 
 void plot_training_curves(const std::string& png_path, const std::vector<EpochPoint>& points) {

@@ -41,6 +41,13 @@ enum class Needs : uint8_t {
   with_dropout,
   with_attention_dropout,
   with_learned_scores,  // training an attention form with parameters of its own
+  with_attention_grads,  // explaining a prediction: backward keeps the gradient at att
+};
+
+// What the activations are built for.
+struct Purpose {
+  bool training = false;
+  bool attention_grads = false;
 };
 
 template <class Owner>
@@ -75,6 +82,7 @@ const BufferSpec<Blk> kBlockBuffers[] = {
     {"fc2_in", &Blk::fc2_in, {B, T, M, one}, always},
     {"gelu_mask", &Blk::gelu_mask, {B, T, M, one}, with_dropout},
     {"fc2_mask", &Blk::fc2_mask, {B, T, D, one}, with_dropout},
+    {"att_grad", &Blk::att_grad, {B, H, T, T}, with_attention_grads},
 };
 
 // Once per model.
@@ -146,7 +154,8 @@ double extent(Dim d, const ModelConfig& c, int batch) {
   return 0;
 }
 
-bool needed(Needs needs, const ModelConfig& c, bool training) {
+bool needed(Needs needs, const ModelConfig& c, Purpose purpose) {
+  const bool training = purpose.training;
   switch (needs) {
     case always:
       return true;
@@ -159,6 +168,8 @@ bool needed(Needs needs, const ModelConfig& c, bool training) {
     case with_learned_scores:
       return training &&
              (c.attention == AttentionForm::additive || c.attention == AttentionForm::cosine);
+    case with_attention_grads:
+      return training && purpose.attention_grads;
   }
   return false;
 }
@@ -203,10 +214,11 @@ constexpr double kSlackBytes = 2 * kLineBytes;
 
 }  // namespace
 
-std::vector<ActivationBuffer> activation_buffers(const ModelConfig& c, int batch, bool training) {
+std::vector<ActivationBuffer> activation_buffers(const ModelConfig& c, int batch, bool training,
+                                                 bool attention_grads) {
   std::vector<ActivationBuffer> list;
   for_each_buffer(c.depth, nullptr, [&](const auto& spec, auto*) {
-    if (!needed(spec.needs, c, training)) return;
+    if (!needed(spec.needs, c, {training, attention_grads})) return;
     for (ActivationBuffer& seen : list)
       if (seen.name == spec.name) return void(seen.bytes += aligned_bytes(spec, c, batch));
     list.push_back({spec.name, aligned_bytes(spec, c, batch)});
@@ -214,22 +226,26 @@ std::vector<ActivationBuffer> activation_buffers(const ModelConfig& c, int batch
   return list;
 }
 
-double activation_bytes(const ModelConfig& c, int batch, bool training) {
+double activation_bytes(const ModelConfig& c, int batch, bool training, bool attention_grads) {
   double total = kSlackBytes;
-  for (const ActivationBuffer& buffer : activation_buffers(c, batch, training)) total += buffer.bytes;
+  for (const ActivationBuffer& buffer : activation_buffers(c, batch, training, attention_grads))
+    total += buffer.bytes;
   return total;
 }
 
-Activations::Activations(const ModelConfig& c, int B, bool for_training)
-    : config(c), max_batch(B), training(for_training) {
+Activations::Activations(const ModelConfig& c, int B, bool for_training, bool keep_attention_grads)
+    : config(c), max_batch(B), training(for_training), attention_grads(keep_attention_grads) {
   if (B < 1)
     throw Error("activations: the batch size must be at least 1, got " + std::to_string(B));
+  if (keep_attention_grads && !for_training)
+    throw Error("activations: attention gradients need activations built for training");
+  const Purpose purpose{training, attention_grads};
   check_vit_fits_memory(c, B, for_training);
   blocks.resize(size_t(c.depth));
   attention_slots = attention_threads();
   double float_bytes = kLineBytes, mask_bytes = kLineBytes;
   for_each_buffer(c.depth, nullptr, [&](const auto& spec, auto*) {
-    if (needed(spec.needs, c, training))
+    if (needed(spec.needs, c, purpose))
       (is_mask(spec) ? mask_bytes : float_bytes) += aligned_bytes(spec, c, B);
   });
   floats_ = Tensor1::from_shape({size_t(float_bytes) / sizeof(float)});
@@ -237,7 +253,7 @@ Activations::Activations(const ModelConfig& c, int B, bool for_training)
   char* next_float = reinterpret_cast<char*>(align_to_line(floats_.data()));
   char* next_mask = reinterpret_cast<char*>(align_to_line(masks_.data()));
   for_each_buffer(c.depth, this, [&](const auto& spec, auto* owner) {
-    const bool exists = needed(spec.needs, c, training);
+    const bool exists = needed(spec.needs, c, purpose);
     char*& next = is_mask(spec) ? next_mask : next_float;
     std::visit(
         [&](auto field) {

@@ -162,8 +162,8 @@ static void check_backward(const ViT& model, const Activations& acts, int B) {
     throw Error("vit_backward: the activations were built for evaluation, not training");
   if (!built_for(acts.config, model.config))
     throw Error("vit_backward: the activations were built for another model");
-  if (!acts.forward_was_training || acts.forward_batch != B)
-    throw Error("vit_backward: needs a training vit_forward of batch " + std::to_string(B) +
+  if (acts.forward_batch != B)
+    throw Error("vit_backward: needs a vit_forward of batch " + std::to_string(B) +
                 " first (the last forward was " +
                 (acts.forward_batch == 0
                      ? std::string("none")
@@ -255,9 +255,10 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   const int K = c.num_classes;
   const int BT = B * T;
   const int64_t BTD = int64_t(BT) * D, BTM = int64_t(BT) * M;
-  const float p = c.dropout;
-  const float p_att = c.attention_dropout;
   check_backward(model, acts, B);
+  // The backward of the last forward: after an evaluation one, of the model without dropout.
+  const float p = acts.forward_was_training ? c.dropout : 0.0f;
+  const float p_att = acts.forward_was_training ? c.attention_dropout : 0.0f;
 
   // logits = head(LN(pooled)); pooled = the CLS row, or the mean over the tokens
   zero(acts.dpooled_norm, int64_t(B) * D);
@@ -301,6 +302,8 @@ void vit_backward(ViT& model, Activations& acts, int B) {
     zero(acts.datt_out, BTD);
     linear_backward(acts.datt_out, bg.proj_w, bg.proj_b, dproj_out, a.att_out,
                     bw.proj_w, BT, D, D, acts.ones);
+    if (a.att_grad)
+      attention_weights_grad(a.att_grad, acts.datt_out, a.qkv, a.att_mask, B, T, D, H, p_att);
     zero(acts.dqkv, 3 * BTD);
     {
       AttentionTimer timer(acts.profile);

@@ -365,4 +365,25 @@ void attention_backward(float* dqkv, const AttentionScoreGrad& dscore, const flo
     }
 }
 
+void attention_weights_grad(float* datt, const float* dout, const float* qkv,
+                            const uint8_t* att_mask, int B, int T, int D, int H,
+                            float dropout_p) {
+  const int Dh = D / H;
+  const float keep_scale = dropout_p > 0.0f ? 1.0f / (1.0f - dropout_p) : 1.0f;
+#pragma omp parallel for schedule(static)
+  for (int bh = 0; bh < B * H; ++bh) {
+    const int b = bh / H, h = bh % H;
+    const float* v = qkv + int64_t(b) * T * 3 * D + 2 * D + h * Dh;  // row stride 3D
+    const float* o = dout + int64_t(b) * T * D + h * Dh;                // row stride D
+    float* g = datt + int64_t(bh) * T * T;
+    const uint8_t* mask = dropout_p > 0.0f ? att_mask + int64_t(bh) * T * T : nullptr;
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < T; ++j) {
+        float s = 0.0f;
+        for (int d = 0; d < Dh; ++d) s += o[int64_t(i) * D + d] * v[int64_t(j) * 3 * D + d];
+        g[int64_t(i) * T + j] = mask ? s * float(mask[int64_t(i) * T + j]) * keep_scale : s;
+      }
+  }
+}
+
 }  // namespace minivit

@@ -127,8 +127,11 @@ TEST_CASE("attention --index writes every file with the right shapes", "[attenti
   CHECK(s.contains("entropy_over"));
   CHECK(s["rollout"]["fusion"] == "mean");
   const std::string html = read_text(out + "/index.html");
-  CHECK_THAT(html, Contains("grid.png") && Contains("rollout.png") && Contains("input.png") &&
-                       Contains(s["prediction"]["class"].get<std::string>()));
+  CHECK_THAT(html, Contains("minivit-explorer-1") && Contains(s["prediction"]["class"].get<std::string>()) &&
+                       !Contains("__MINIVIT_DATA__"));
+  CHECK(read_npy(out + "/grad_rollout.npy").shape == std::vector<int64_t>{3, 3});
+  CHECK(s["grad_rollout"]["chosen_by"] == "prediction");
+  CHECK(s["grad_rollout"]["class_index"] == s["prediction"]["index"]);
   for (const auto& entry : fs::directory_iterator(out))
     CHECK(entry.path().filename().string().find(".tmp") == std::string::npos);
 }
@@ -179,7 +182,11 @@ TEST_CASE("attention refuses bad input with one clear line", "[attention][cli][e
   expect_error("--index 96", {"--index 96", "96 images"});
   expect_error("--split val --index 64", {"64 images"});  // 20% of 320 are validation
   expect_error("", {"--image", "--index"});
-  expect_error("--index 0 --image " + tmp.str("notes.txt"), {"not both"});
+  expect_error("--index 0 --image " + tmp.str("notes.txt"), {"one of", "--image", "--index", "--count"});
+  expect_error("--index 0 --count 3", {"one of"});
+  expect_error("--count 0", {"--count 0", "at least 1"});
+  expect_error("--index 0 --class 4", {"--class 4", "4 classes", "0 to 3"});
+  expect_error("--index 0 --class -2", {"--class -2"});
   expect_error("--index 0 --fusion median", {"--fusion", "median"});
   expect_error("--index 0 --discard 1.5", {"--discard", "1.5"});
   expect_error("--image " + tmp.str("notes.txt") + " --split val", {"--split"});

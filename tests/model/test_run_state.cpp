@@ -192,9 +192,9 @@ TEST_CASE("vit_forward and vit_backward refuse callers that break their precondi
 
   CHECK_THROWS_WITH(vit_backward(model, train_acts, B), Contains("the last forward was none"));
   CHECK_THROWS_WITH(vit_backward(model, eval_acts, B), Contains("built for evaluation"));
-  vit_forward(model, train_acts, images.data(), B, false, 0);
+  vit_forward(model, train_acts, images.data(), 2, false, 0);
   CHECK_THROWS_WITH(vit_backward(model, train_acts, B),
-                    Contains("the last forward was an evaluation one of batch 4"));
+                    Contains("the last forward was an evaluation one of batch 2"));
   vit_forward(model, train_acts, images.data(), 2, true, 0);
   CHECK_THROWS_WITH(vit_backward(model, train_acts, B),
                     Contains("the last forward was a training one of batch 2"));
@@ -213,6 +213,8 @@ TEST_CASE("a model and its run state refuse impossible shapes", "[model][state][
   c.depth = 0;
   CHECK_THROWS_AS(ViT(c), Error);
   CHECK_THROWS_WITH(Activations(tiny_model_config(), 0, true), Contains("at least 1"));
+  CHECK_THROWS_WITH(Activations(tiny_model_config(), 2, false, true),
+                    Contains("attention gradients need activations built for training"));
   ViT model(tiny_model_config());
   Optimizer wrong(OptimConfig{}, model.num_params + 1);
   CHECK_THROWS_WITH(wrong.step(model, 1e-3f), Contains("optimizer"));

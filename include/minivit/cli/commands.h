@@ -29,12 +29,15 @@ int run_info(const std::string& path);
 
 struct AttentionOptions {
   std::string checkpoint;
-  std::string image;         // --image FILE, or
-  int64_t index = -1;        // --index N of `split` (-1: not given)
-  std::string split;         // --split test|val|train with --index (empty: test)
+  std::vector<std::string> images;  // --image FILE (repeatable), or
+  int64_t index = -1;        // --index N of `split` (-1: not given), or
+  int64_t count = -1;        // --count N: the first N images of `split` (-1: not given)
+  std::string split;         // --split test|val|train with --index, --count, --stats (empty: test)
   std::string out_dir;
   std::string fusion = "mean";
   double discard = 0.0;
+  int class_index = -1;      // --class K: the class the gradient rollout explains (-1: predicted)
+  bool stats = false;        // --stats: attention distance and entropy per layer and head
 };
 int run_attention(const AttentionOptions& options);
 

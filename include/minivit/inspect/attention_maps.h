@@ -58,6 +58,10 @@ Tensor2 fuse_heads(const Tensor3& heads, Fusion fusion);
 // (PoolKind::mean) every entry is a candidate. ratio in [0, 1].
 void discard_lowest(Tensor2& a, PoolKind pool, double ratio);
 
+// A_L ... A_2 A_1 (T, T) for the L given (T, T) layers, where A_l = rownorm(layer_l + I):
+// the identity stands for the residual connection. Computed in double.
+Tensor2 rollout_chain(const std::vector<Tensor2>& layers);
+
 // The rollout matrix A_L ... A_2 A_1 (T, T), where A_l = rownorm(discard(fuse(att[l])) + I):
 // the identity stands for the residual connection, and every row is renormalised to sum 1
 // so that each A_l is again a distribution over the tokens below. Computed in double.
@@ -69,6 +73,10 @@ Tensor2 rollout_matrix(const Tensor4& att, PoolKind pool, Fusion fusion, double 
 // the CLS token itself). Without one: the mean of all rows, how much of the mean of the
 // final states flows from each patch; it sums to 1.
 Tensor2 attention_rollout(const Tensor4& att, PoolKind pool, Fusion fusion, double discard_ratio);
+
+// That reading of any rollout matrix (T, T): its CLS row over the patches, or the mean of
+// its rows, as the (G, G) grid.
+Tensor2 readout_rollout(const Tensor2& joint, PoolKind pool);
 
 // Where the head's input looks among the N patches in layer `layer`, head `head` of `att`
 // (L, H, T, T): the CLS row without its CLS column (not renormalised), or the mean of all
@@ -137,8 +145,5 @@ Canvas render_grid(const Image8& image, const Tensor4& att, PoolKind pool, const
 // the bar (for instance the fusion and discard ratio).
 Canvas render_rollout(const Image8& image, const Tensor2& rollout, PoolKind pool,
                       const std::string& title, const std::string& note);
-
-// index.html: the pictures, the prediction and links to the raw files.
-std::string render_index_html(const nlohmann::ordered_json& summary);
 
 }  // namespace minivit

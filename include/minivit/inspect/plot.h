@@ -1,13 +1,38 @@
 #pragma once
-// The training-curves picture written into a run directory: two panels side by side,
-// loss and accuracy per epoch, train and validation, with axes, round tick values, a
-// legend and the points marked.
+// Line and scatter plots: the training curves written into a run directory (two panels
+// side by side, loss and accuracy per epoch, train and validation) and the attention
+// statistics `minivit attention --stats` draws, on the same axes, ticks and legend.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "minivit/inspect/canvas.h"
 
 namespace minivit {
+
+constexpr Color kPlotBlue = {31, 119, 180};
+constexpr Color kPlotOrange = {230, 110, 0};
+
+// A series of points over whole-number x (epochs, layers): joined by lines with markers
+// when `connect`, else markers alone (a scatter).
+struct PlotSeries {
+  std::string name;
+  Color color;
+  bool connect = true;
+  bool square_markers = false;
+  std::vector<std::pair<double, double>> xy;  // finite points, in x order when connected
+};
+
+// One panel: axes with round ticks (value ticks kept within [tick_min, tick_max], so a
+// percent axis has no "104"), a title, an x label and a legend at the top right.
+struct PlotPanel {
+  std::string title, xlabel;
+  double tick_min, tick_max;
+  std::vector<PlotSeries> series;
+};
+
+// The panels side by side on one width x height canvas.
+Canvas render_panels(const std::vector<PlotPanel>& panels, int width, int height);
 
 // One epoch's summary. Accuracies are fractions in [0, 1] (plotted as percent). Any value
 // may be NaN or infinite (no validation split, a diverged loss): that point is left out

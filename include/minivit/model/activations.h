@@ -34,6 +34,8 @@ struct BlockActivations {
   float* fc2_in;     // (B, T, M) dropout(GELU(fc1))
   uint8_t* gelu_mask;  // (B, T, M) when dropout > 0 in training
   uint8_t* fc2_mask;   // (B, T, D) when dropout > 0 in training
+  float* att_grad;   // (B, H, T, T) gradient at att, kept by backward when the activations
+                     // were built to explain a prediction (keep_attention_grads)
 };
 
 // Where a step's time goes, for the benchmark: seconds spent in the attention core (q k^T,
@@ -48,6 +50,7 @@ struct Activations {
   ModelConfig config;
   int max_batch = 0;
   bool training = false;  // backward's buffers and the dropout masks exist
+  bool attention_grads = false;  // backward keeps each block's gradient at att (att_grad)
 
   float* patches;     // (B, N, C*P*P)
   float* patch_proj;  // (B, N, D)
@@ -88,7 +91,10 @@ struct Activations {
   int forward_batch = 0;
   bool forward_was_training = false;
 
-  Activations(const ModelConfig& config, int max_batch, bool for_training);
+  // keep_attention_grads (needs for_training) adds att_grad to every block, for inspection:
+  // the gradient of whatever dlogits seeds with respect to each softmax output.
+  Activations(const ModelConfig& config, int max_batch, bool for_training,
+              bool keep_attention_grads = false);
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
 
@@ -107,9 +113,10 @@ struct ActivationBuffer {
   double bytes = 0;
 };
 std::vector<ActivationBuffer> activation_buffers(const ModelConfig& config, int batch,
-                                                 bool training);
+                                                 bool training, bool attention_grads = false);
 
 // Their total, with the alignment slack: exactly Activations::bytes().
-double activation_bytes(const ModelConfig& config, int batch, bool training);
+double activation_bytes(const ModelConfig& config, int batch, bool training,
+                        bool attention_grads = false);
 
 }  // namespace minivit

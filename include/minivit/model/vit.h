@@ -53,8 +53,12 @@ struct ViT {
 void vit_forward(const ViT& model, Activations& acts, const float* images, int B, bool training,
                  uint64_t dropout_key);
 
-// From acts.dlogits (B, K) back to every parameter; adds into model.grads. Throws
-// minivit::Error unless the last vit_forward on `acts` was a training one of the same B.
+// From acts.dlogits (B, K) back to every parameter; adds into model.grads. The backward of
+// the last vit_forward on `acts`: after a training one with its dropout masks, after an
+// evaluation one of the model without dropout (inspection asks that: why did the model,
+// as it is used, choose this class). With acts.attention_grads it also keeps each block's
+// gradient at its attention weights in att_grad. Throws minivit::Error unless `acts` was
+// built for training and its last vit_forward was of the same B.
 void vit_backward(ViT& model, Activations& acts, int B);
 
 // Floating-point operations of one forward pass for one image (multiply-add = 2): the

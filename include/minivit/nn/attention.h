@@ -49,6 +49,15 @@ void attention_backward(float* dqkv, const AttentionScoreGrad& dscore, const flo
                         int T, int D, int H, const AttentionScore& score, float dropout_p,
                         float* scratch, int slots);
 
+// The gradient at the attention weights themselves, datt (B, H, T, T) = the gradient at
+// att (the softmax, before dropout): (dout_h V_h^T) * mask / (1 - p), overwritten. Not
+// needed for training (attention_backward goes straight through to the scores); kept for
+// inspection, where a class's gradient at each attention weight says which weights raised
+// that class.
+void attention_weights_grad(float* datt, const float* dout, const float* qkv,
+                            const uint8_t* att_mask, int B, int T, int D, int H,
+                            float dropout_p);
+
 // Floats of scratch one thread works in, for T tokens and heads of width Dh.
 int64_t attention_scratch_floats(int T, int Dh);
 

@@ -1,0 +1,34 @@
+#pragma once
+// Why the model chose a class: class-specific gradient rollout, computed with the model's own
+// backward. For class c with logit y_c, per layer l
+//   W_l = mean over heads h of max(0, A_lh * dy_c/dA_lh)      (elementwise, (T, T))
+// where A is the attention after the softmax (evaluation mode: no dropout); then, as in
+// attention rollout, the identity is added for the residual path, rows renormalised to sum 1
+// and the layers multiplied from the first to the last; the result is read where the head
+// reads (the CLS row over the patches, or with model.pool = mean the mean of all rows).
+// Weights that raised y_c and were large count; weights whose growth would lower y_c do not.
+//
+//   Explanation e = explain_class(model, image, -1);   // the predicted class
+//   e.grad_rollout                                     // (G, G)
+#include "minivit/core/tensor.h"
+#include "minivit/inspect/attention_maps.h"
+#include "minivit/model/vit.h"
+
+namespace minivit {
+
+struct Explanation {
+  AttentionMaps maps;     // the evaluation forward's attention, logits and probabilities
+  int class_index = 0;    // the class explained
+  Tensor4 att_grad;       // (L, H, T, T) dy_c / dA
+  Tensor2 grad_rollout;   // (G, G)
+};
+
+// One evaluation forward of one normalised image (C, S, S) and one backward of logit
+// `class_index` (-1: the predicted class). Uses model.grads as scratch (left zeroed).
+// Throws minivit::Error when class_index is not -1 or a class of the model.
+Explanation explain_class(ViT& model, const float* image, int class_index);
+
+// The rollout above from the attention (L, H, T, T) and its gradient of the same shape.
+Tensor2 gradient_rollout(const Tensor4& att, const Tensor4& att_grad, PoolKind pool);
+
+}  // namespace minivit
