@@ -122,6 +122,8 @@ void Trainer::open_run_directory(const std::string& resume_dir) {
   if (resuming_ && !file_exists(resume_path_))
     throw Error(resume_path_ + ": no resume state here; is --resume the run directory of an earlier `minivit train`?");
   ensure_writable_dir(out_dir_);
+  // Before anything in the directory is touched: a live trainer's temporaries are not stale.
+  run_lock_.emplace(out_dir_);
   remove_stale_temporaries(out_dir_);  // left by a run that was killed mid-write
   if (!resuming_ && file_exists(resume_path_))
     throw Error(out_dir_ + ": already holds a training run; continue it with --resume " + out_dir_ +

@@ -28,6 +28,7 @@
 #include "minivit/model/optimizer.h"
 #include "minivit/model/train_step.h"
 #include "minivit/model/vit.h"
+#include "minivit/train/run_lock.h"
 
 namespace minivit {
 
@@ -41,7 +42,8 @@ struct TrainerOptions {
 class Trainer {
  public:
   // Setup. Throws minivit::Error, before any training, for what the user can fix: no resume
-  // state in resume_dir, a new run into a directory that holds one, a model too large for
+  // state in resume_dir, a directory another live trainer holds (run_lock.h), a new run
+  // into a directory that holds one, a model too large for
   // memory, data that does not fit the model, a batch larger than the training split, a
   // resumed run already past its configured steps.
   explicit Trainer(TrainerOptions options);
@@ -83,6 +85,7 @@ class Trainer {
   void log_metrics(const nlohmann::json& line);
 
   Config config_;
+  std::optional<RunLock> run_lock_;  // held on out_dir_ from setup until destruction
   bool resuming_ = false;
   std::string out_dir_, resume_path_, last_path_, best_path_, metrics_path_;
 
