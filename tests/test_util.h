@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace minivit_test {
 
@@ -39,6 +40,10 @@ struct RunResult {
 
 // Runs the minivit executable with `args` (already shell-quoted as needed).
 RunResult run_minivit(const std::string& args);
+
+// Starts the minivit executable with `args` (one argument each, no shell) in the background,
+// its stderr into `stderr_path` and its stdout discarded; returns its process id.
+pid_t spawn_minivit(const std::vector<std::string>& args, const std::string& stderr_path);
 
 }  // namespace minivit_test
 

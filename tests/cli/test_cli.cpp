@@ -1,8 +1,6 @@
 // The minivit program as a user runs it: train on a small generated IDX dataset, then
 // eval, info, resume, and the errors a user meets with bad input.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
@@ -19,7 +17,6 @@ using namespace minivit_test;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
-extern char** environ;
 
 namespace {
 
@@ -276,17 +273,9 @@ TEST_CASE("a run stopped by SIGTERM or killed by SIGKILL and resumed ends bit-id
 
   // The same run, stopped part-way by a signal.
   const std::string out_b = tmp.str("b");
-  std::vector<std::string> args = {MINIVIT_EXE, "train", "--config", tmp.str("a.toml"), "--out", out_b};
+  std::vector<std::string> args = {"train", "--config", tmp.str("a.toml"), "--out", out_b};
   for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, tmp.str("b.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid;
-  REQUIRE(posix_spawn(&pid, MINIVIT_EXE, &actions, nullptr, argv.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t pid = spawn_minivit(args, tmp.str("b.err"));
   // Wait for the first epoch to be logged, then interrupt.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {

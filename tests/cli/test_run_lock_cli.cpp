@@ -3,9 +3,7 @@
 // leaves the directory as it was; once the holder is killed, --resume goes on.
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,8 +13,6 @@
 
 #include "minivit/formats/checkpoint.h"
 #include "test_util.h"
-
-extern char** environ;
 
 using namespace minivit_test;
 using Catch::Matchers::Contains;
@@ -29,18 +25,9 @@ TEST_CASE("a second trainer on a live trainer's directory is refused, naming its
   write_tiny_idx_dataset(data, 320, 32, 8, 4);
   write_text(tmp.str("a.toml"), tiny_config_toml(data, tmp.str("a")));
   const std::string out = tmp.str("run");
-  std::vector<std::string> args = {MINIVIT_EXE, "train", "--config", tmp.str("a.toml"), "--out", out,
-                                   "--set", "train.epochs=100000", "--set", "train.threads=1"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, tmp.str("first.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid;
-  REQUIRE(posix_spawn(&pid, MINIVIT_EXE, &actions, nullptr, argv.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t pid = spawn_minivit({"train", "--config", tmp.str("a.toml"), "--out", out, "--set",
+                                   "train.epochs=100000", "--set", "train.threads=1"},
+                                  tmp.str("first.err"));
   // Wait until the first epoch is saved, so the directory holds a run to resume.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline && !fs::exists(out + "/resume.safetensors"))

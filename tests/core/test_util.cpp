@@ -1,5 +1,7 @@
 #include "test_util.h"
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -8,8 +10,11 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <stdexcept>
 
 #include "minivit/core/rng.h"
+
+extern char** environ;
 
 namespace minivit_test {
 
@@ -30,6 +35,23 @@ RunResult run_minivit(const std::string& args) {
   r.out = slurp(io.path / "out");
   r.err = slurp(io.path / "err");
   return r;
+}
+
+pid_t spawn_minivit(const std::vector<std::string>& args, const std::string& stderr_path) {
+  std::vector<std::string> all = {MINIVIT_EXE};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  const int err = posix_spawn(&pid, MINIVIT_EXE, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) throw std::runtime_error("cannot start " + std::string(MINIVIT_EXE));
+  return pid;
 }
 
 static void put_be32(std::string& out, uint32_t v) {

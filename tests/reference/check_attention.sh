@@ -30,14 +30,7 @@ if [[ -n "$checkpoint" && ${#sets[@]} -gt 0 ]]; then
 fi
 
 if [[ -z "$checkpoint" ]]; then
-  "${ref[@]}" init --seed 2 "${init_args[@]}" --out "$tmp/w.safetensors"
-  "$minivit" train --config "$source_dir/configs/fashion_mnist.toml" --init "$tmp/w.safetensors" \
-    --out "$tmp/run" --set data.path="$data" "${sets[@]}" \
-    --set optim.name=sgd --set optim.lr=1e-30 --set optim.momentum=0 --set optim.weight_decay=0 \
-    --set optim.schedule=constant --set optim.warmup_steps=0 --set optim.clip_grad_norm=0 \
-    --set train.max_steps=1 --set train.batch_size=8 > "$tmp/train.log" 2>&1 ||
-    { cat "$tmp/train.log"; exit 1; }
-  checkpoint=$tmp/run/last.safetensors
+  checkpoint=$(reference_checkpoint 2)
 fi
 
 status=0

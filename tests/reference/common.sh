@@ -37,3 +37,17 @@ model_sets() {
     shift 2
   done
 }
+
+# reference_checkpoint SEED: a minivit checkpoint holding the reference's initial weights of
+# the form in `sets`/`init_args` (call model_sets first), with minivit's metadata: `train
+# --init` for one step at a learning rate too small to move a float32 weight. Prints its path.
+reference_checkpoint() {
+  "${ref[@]}" init --seed "$1" "${init_args[@]}" --out "$tmp/w.safetensors" > /dev/null
+  "$minivit" train --config "$source_dir/configs/fashion_mnist.toml" --init "$tmp/w.safetensors" \
+    --out "$tmp/run" --set data.path="$data" "${sets[@]}" \
+    --set optim.name=sgd --set optim.lr=1e-30 --set optim.momentum=0 --set optim.weight_decay=0 \
+    --set optim.schedule=constant --set optim.warmup_steps=0 --set optim.clip_grad_norm=0 \
+    --set train.max_steps=1 --set train.batch_size=8 > "$tmp/train.log" 2>&1 ||
+    { cat "$tmp/train.log" >&2; return 1; }
+  echo "$tmp/run/last.safetensors"
+}
