@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# A rank killed outright (SIGKILL) ends the whole job, non-zero, within a minute; the last
+# checkpoint rank 0 wrote is whole, and the run resumes from it on one process.
+# usage: check_killed_rank.sh MINIVIT WORKDIR
+source "$(dirname "$0")/common.sh"
+write_config "$WORK/tiny.toml" "$WORK/run" 1000 constant
+
+run_ranks 2 train --config "$WORK/tiny.toml" --out "$WORK/run" > "$WORK/run.log" 2>&1 &
+launcher=$!
+# Two epochs' checkpoints, so that one has been replaced while the job ran.
+for _ in $(seq 600); do
+  if [[ -f $WORK/run/metrics.jsonl ]] && [[ $(grep -c '"type":"epoch"' "$WORK/run/metrics.jsonl") -ge 2 ]]; then break; fi
+  kill -0 $launcher 2> /dev/null || { cat "$WORK/run.log"; fail "the job ended early"; }
+  sleep 0.1
+done
+[[ -f $WORK/run/last.safetensors ]] || { kill -9 $launcher; fail "no checkpoint after a minute"; }
+
+# Rank 1: the process among the launcher's descendants whose environment names it.
+victim=""
+for pid in $(pgrep -P $launcher) $(pgrep -P "$(pgrep -d, -P $launcher)" 2> /dev/null || true); do
+  if tr '\0' '\n' < /proc/$pid/environ 2> /dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$pid; fi
+done
+[[ -n $victim ]] || { kill -9 $launcher; fail "rank 1's process not found"; }
+kill -KILL "$victim"
+start=$(date +%s)
+status=0
+wait $launcher || status=$?
+elapsed=$(( $(date +%s) - start ))
+tail -5 "$WORK/run.log"
+echo "job ended $elapsed s after the kill, status $status"
+(( status != 0 )) || fail "the job exited 0 after a rank was killed"
+(( elapsed <= 60 )) || fail "the job took $elapsed s to end"
+pgrep -f "$WORK/tiny.toml" > /dev/null && fail "processes of the job outlived it"
+
+"$MINIVIT" info "$WORK/run/last.safetensors" > "$WORK/info.log" 2>&1 ||
+  { cat "$WORK/info.log"; fail "last.safetensors is not readable"; }
+"$MINIVIT" train --resume "$WORK/run" --set train.max_steps=60 > "$WORK/resume.log" 2>&1 ||
+  { cat "$WORK/resume.log"; fail "the run does not resume on one process"; }
+echo "PASS"
