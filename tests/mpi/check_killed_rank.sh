@@ -34,6 +34,8 @@ pgrep -f "$WORK/tiny.toml" > /dev/null && fail "processes of the job outlived it
 
 "$MINIVIT" info "$WORK/run/last.safetensors" > "$WORK/info.log" 2>&1 ||
   { cat "$WORK/info.log"; fail "last.safetensors is not readable"; }
-"$MINIVIT" train --resume "$WORK/run" --set train.max_steps=60 > "$WORK/resume.log" 2>&1 ||
+step=$(sed -n 's/^step \([0-9]*\),.*/\1/p' "$WORK/info.log")
+[[ -n $step ]] || { cat "$WORK/info.log"; fail "info names no step"; }
+"$MINIVIT" train --resume "$WORK/run" --set train.max_steps=$((step + 26)) > "$WORK/resume.log" 2>&1 ||
   { cat "$WORK/resume.log"; fail "the run does not resume on one process"; }
 echo "PASS"
