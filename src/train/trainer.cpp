@@ -6,6 +6,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <thread>
@@ -98,6 +99,7 @@ static uint64_t fingerprint(const float* data, int64_t n) {
 Trainer::Trainer(TrainerOptions options) : config_(std::move(options.config)) {
   root_ = distributed::is_root();
   ranks_ = distributed::ranks();
+  profile_ = std::getenv("MINIVIT_MPI_PROFILE") != nullptr;
   open_run_directory(options.resume_dir);
   check_vit_fits_memory(config_.model, config_.train.batch_size, true);
   const int threads = set_num_threads(config_.train.threads);
@@ -263,9 +265,12 @@ void Trainer::step() {
       shard_size_, rng_key(config_.train.seed, kRngDropout, uint64_t(progress_.step)),
       shard_first_, batch_size_);
   const auto computed = Clock::now();
+  if (profile_) distributed::barrier();
+  const auto all_computed = Clock::now();
   distributed::allreduce_sum(model_->grads.data(), model_->num_params);
   compute_seconds_ += std::chrono::duration<double>(computed - start).count();
-  reduce_seconds_ += seconds_since(computed);
+  imbalance_seconds_ += std::chrono::duration<double>(all_computed - computed).count();
+  reduce_seconds_ += seconds_since(all_computed);
   ++steps_here_;
   agree_on_step(result);
   // After the sum, so clipping sees the global gradient and every rank the same one.
@@ -433,14 +438,16 @@ void Trainer::check_replicas_agree() const {
 
 // MINIVIT_MPI_PROFILE=1: where rank 0's step time went, for experiments/mpi.
 void Trainer::report_profile() const {
-  if (!std::getenv("MINIVIT_MPI_PROFILE") || steps_here_ == 0) return;
+  if (!profile_ || steps_here_ == 0) return;
   const distributed::AllreduceStats stats = distributed::allreduce_stats();
   const double n = double(steps_here_);
   std::fprintf(stderr,
-               "mpi profile: %d ranks, %lld steps: compute %.3f ms/step, gradient allreduce %.3f "
-               "ms/step (%lld calls), %.0f gradient bytes per rank per step\n",
-               ranks_, (long long)steps_here_, 1e3 * compute_seconds_ / n, 1e3 * reduce_seconds_ / n,
-               (long long)stats.calls, double(model_->num_params) * sizeof(float));
+               "mpi profile: %d ranks, %lld steps: compute %.3f ms/step, waiting for the slowest "
+               "rank %.3f ms/step, gradient allreduce %.3f ms/step (%lld calls), %.0f gradient "
+               "bytes per rank per step\n",
+               ranks_, (long long)steps_here_, 1e3 * compute_seconds_ / n,
+               1e3 * imbalance_seconds_ / n, 1e3 * reduce_seconds_ / n, (long long)stats.calls,
+               double(model_->num_params) * sizeof(float));
 }
 
 void Trainer::save_last_and_resume() {

@@ -33,6 +33,9 @@ void allreduce_sum(float* data, int64_t n);
 void allreduce_sum(double* data, int64_t n);
 // In place: rank 0's values on every rank.
 void broadcast(float* data, int64_t n);
+// Returns when every rank has called it (for profiling: it separates waiting for the
+// slowest rank from the time a collective itself takes).
+void barrier();
 // Whether every rank passed the same value (the check that replicas did not drift apart).
 bool same_on_all_ranks(uint64_t value);
 

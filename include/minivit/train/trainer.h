@@ -135,8 +135,10 @@ class Trainer {
   std::chrono::steady_clock::time_point run_start_, epoch_start_;
   double train_seconds_ = 0.0;
   int64_t trained_images_ = 0;
-  // MINIVIT_MPI_PROFILE: time in forward/backward and in the gradient sum, since setup.
-  double compute_seconds_ = 0.0, reduce_seconds_ = 0.0;
+  // MINIVIT_MPI_PROFILE: time in forward/backward, waiting for the slowest rank (a barrier,
+  // only when profiling) and in the gradient sum, since setup.
+  bool profile_ = false;
+  double compute_seconds_ = 0.0, imbalance_seconds_ = 0.0, reduce_seconds_ = 0.0;
   int64_t steps_here_ = 0;
 
   struct sigaction previous_sigint_ {}, previous_sigterm_ {};
