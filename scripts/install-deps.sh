@@ -5,7 +5,9 @@
 # implementation, and Chromium with python3-websocket, which drive the attention explorer
 # page in a real browser.
 # With --fuzz it adds clang 14 and its runtime libraries (libFuzzer, the sanitizers, OpenMP),
-# which scripts/fuzz.sh builds the fuzz targets with. The flags can be combined.
+# which scripts/fuzz.sh builds the fuzz targets with. With --mpi it adds Open MPI (the
+# library and mpirun), for a build with -DMINIVIT_MPI=ON and its tests (which also use
+# python3). The flags can be combined.
 # Safe to run again: it only calls apt-get when something is missing. Uses sudo when not root.
 set -euo pipefail
 
@@ -17,7 +19,8 @@ for flag in "$@"; do
   case "$flag" in
     --reference) packages+=(python3 python3-numpy python3-torch chromium python3-websocket) ;;
     --fuzz) packages+=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14) ;;
-    *) echo "install-deps.sh: unknown option '$flag' (expected --reference or --fuzz)" >&2; exit 2 ;;
+    --mpi) packages+=(libopenmpi-dev openmpi-bin python3) ;;
+    *) echo "install-deps.sh: unknown option '$flag' (expected --reference, --fuzz or --mpi)" >&2; exit 2 ;;
   esac
 done
 

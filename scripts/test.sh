@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# Builds minivit and runs the whole test suite (CTest), then builds it again with
-# AddressSanitizer and UndefinedBehaviorSanitizer and runs the suite once more (set
-# MINIVIT_SANITIZE=0 to skip that pass). Installs missing Debian packages first, including
-# PyTorch for the reference-implementation tests.
+# Builds minivit and runs the whole test suite (CTest); then builds the program alone with
+# MPI (build-mpi, -DMINIVIT_MPI=ON) and runs the multi-process tests, labelled mpi (set
+# MINIVIT_MPI=0 to skip them); then builds it again with AddressSanitizer and
+# UndefinedBehaviorSanitizer and runs the suite once more (set MINIVIT_SANITIZE=0 to skip that
+# pass). Installs missing Debian packages first, including PyTorch for the
+# reference-implementation tests and Open MPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
-scripts/install-deps.sh --reference
+scripts/install-deps.sh --reference --mpi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
+if [[ "${MINIVIT_MPI:-1}" != 0 ]]; then
+  # Only what the mpi tests need: the program (they are scripts around it), no test suite.
+  cmake -S . -B build-mpi -DCMAKE_BUILD_TYPE=Release -DMINIVIT_MPI=ON -DMINIVIT_TESTS=OFF
+  cmake --build build-mpi -j "$jobs" --target minivit
+  # One at a time: each runs two ranks on a machine that may have two cores.
+  ctest --test-dir build-mpi --output-on-failure -L mpi
+fi
 if [[ "${MINIVIT_SANITIZE:-1}" != 0 ]]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"

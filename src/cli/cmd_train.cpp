@@ -1,16 +1,21 @@
 // `minivit train`: the command line turned into a training run (see train/trainer.h for
-// the loop and the run directory it writes).
+// the loop and the run directory it writes), on one process or, started by mpirun, on
+// several ranks (train/distributed.h).
+#include <cstdio>
+#include <exception>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "minivit/cli/commands.h"
 #include "minivit/core/error.h"
 #include "minivit/formats/config_file.h"
+#include "minivit/train/distributed.h"
 #include "minivit/train/trainer.h"
 
 namespace minivit {
 
-int run_train(const TrainOptions& opt) {
+static TrainerOptions resolve(const TrainOptions& opt) {
   const bool resuming = !opt.resume_dir.empty();
   std::string config_path = opt.config_path;
   if (config_path.empty()) {
@@ -25,8 +30,40 @@ int run_train(const TrainOptions& opt) {
   resolved.config_path = config_path;
   resolved.resume_dir = opt.resume_dir;
   resolved.init_path = opt.init_path;
-  Trainer trainer(std::move(resolved));
-  return trainer.run();
+  return resolved;
+}
+
+// How a failure ends a job of several ranks. Setup runs no collective, so each rank fails or
+// not by itself; then they agree: an error every rank met (a bad config key, a missing
+// dataset) is printed by rank 0 alone, one met by other ranks only is printed by them, and
+// every rank leaves with status 1. After setup, an error that all ranks meet alike (a
+// non-finite loss) is rank 0's to print; any other ends the whole job at once.
+int run_train(const TrainOptions& opt) {
+  distributed::Session session;
+  std::optional<Trainer> trainer;
+  std::exception_ptr setup_error;
+  try {
+    trainer.emplace(resolve(opt));
+  } catch (...) {
+    if (distributed::ranks() == 1) throw;
+    setup_error = std::current_exception();
+  }
+  if (distributed::ranks() > 1) {
+    const distributed::SetupOutcome outcome = distributed::agree_on_setup(setup_error != nullptr);
+    if (setup_error && (distributed::is_root() || !outcome.root_failed))
+      std::rethrow_exception(setup_error);  // main prints it
+    if (outcome.any_failed) return 1;
+  }
+  try {
+    return trainer->run();
+  } catch (const distributed::ReportedByRoot&) {
+    return 1;
+  } catch (const std::exception& e) {
+    if (distributed::ranks() == 1) throw;
+    std::fprintf(stderr, "minivit: error (rank %d of %d): %s\n", distributed::rank(),
+                 distributed::ranks(), e.what());
+    distributed::abort_job(1);
+  }
 }
 
 }  // namespace minivit

@@ -10,10 +10,10 @@
 namespace minivit {
 
 float forward_backward(ViT& model, Activations& acts, const float* images, const float* targets,
-                       int B, uint64_t dropout_key) {
+                       int B, uint64_t dropout_key, int first_sample) {
   const int K = model.config.num_classes;
   model.zero_grad();
-  vit_forward(model, acts, images, B, true, dropout_key);
+  vit_forward(model, acts, images, B, true, dropout_key, first_sample);
   const float loss =
       cross_entropy_forward(acts.probs, acts.logits, targets, B, K);
   std::memset(acts.dlogits, 0, sizeof(float) * size_t(B) * size_t(K));
@@ -22,19 +22,38 @@ float forward_backward(ViT& model, Activations& acts, const float* images, const
   return loss;
 }
 
-StepResult train_step(ViT& model, Activations& acts, Optimizer& optimizer, const float* images,
-                      const float* targets, const int32_t* labels, int B, float lr,
-                      float clip_grad_norm_max, uint64_t dropout_key) {
+StepResult shard_gradients(ViT& model, Activations& acts, const float* images,
+                           const float* targets, const int32_t* labels, int B,
+                           uint64_t dropout_key, int first_sample, int global_batch) {
   StepResult r;
-  r.loss = forward_backward(model, acts, images, targets, B, dropout_key);
+  r.loss = forward_backward(model, acts, images, targets, B, dropout_key, first_sample);
   const int K = model.config.num_classes;
   for (int b = 0; b < B; ++b) {
     const float* z = acts.logits + int64_t(b) * K;
     r.correct += int(std::max_element(z, z + K) - z) == labels[b];
   }
+  // The loss backward divides by this shard's B; the whole batch's mean divides by
+  // global_batch. A whole batch is left untouched, so one process repeats itself bit for bit.
+  if (B != global_batch) {
+    const float scale = float(B) / float(global_batch);
+    float* g = model.grads.data();
+    for (int64_t i = 0; i < model.num_params; ++i) g[i] *= scale;
+  }
+  return r;
+}
+
+void apply_gradients(ViT& model, Optimizer& optimizer, StepResult& r, float lr,
+                     float clip_grad_norm_max) {
   r.grad_norm = clip_grad_norm(model, clip_grad_norm_max);
   r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
   if (r.finite) optimizer.step(model, lr);
+}
+
+StepResult train_step(ViT& model, Activations& acts, Optimizer& optimizer, const float* images,
+                      const float* targets, const int32_t* labels, int B, float lr,
+                      float clip_grad_norm_max, uint64_t dropout_key) {
+  StepResult r = shard_gradients(model, acts, images, targets, labels, B, dropout_key, 0, B);
+  apply_gradients(model, optimizer, r, lr, clip_grad_norm_max);
   return r;
 }
 

@@ -176,7 +176,7 @@ static void check_backward(const ViT& model, const Activations& acts, int B) {
 enum DropoutSite : uint64_t { kSiteAttention = 0, kSiteProj = 1, kSiteGelu = 2, kSiteFc2 = 3 };
 
 void vit_forward(const ViT& model, Activations& acts, const float* images, int B, bool training,
-                 uint64_t dropout_key) {
+                 uint64_t dropout_key, int first_sample) {
   const ModelConfig& c = model.config;
   const ViTParams& w = model.w;
   const int T = c.tokens(), N = c.patches(), D = c.dim, M = c.mlp_dim, H = c.heads;
@@ -185,6 +185,9 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
   const float p = training ? c.dropout : 0.0f;
   const float p_att = training ? c.attention_dropout : 0.0f;
   check_forward(model, acts, images, B, training);
+  // Where this batch's elements start in the whole batch's buffers, per dropout site.
+  const int64_t first_td = int64_t(first_sample) * T * D, first_tm = int64_t(first_sample) * T * M;
+  const int64_t first_htt = int64_t(first_sample) * H * T * T;
   acts.forward_batch = 0;  // until this forward is complete
 
   patchify(acts.patches, images, B, c.channels, c.image_size, c.patch_size);
@@ -212,12 +215,14 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
       AttentionTimer timer(acts.profile);
       const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
       attention_forward(a.att_out, a.att, a.att_mask, a.qkv, B, T, D, H, score, p_att,
-                        key(kSiteAttention), acts.attention_scratch, acts.attention_slots);
+                        key(kSiteAttention), acts.attention_scratch, acts.attention_slots,
+                        first_htt);
     }
     // Without dropout the projection's bias is added in the residual pass instead.
     const bool fuse_bias = p == 0.0f;
     linear_forward(branch, a.att_out, bw.proj_w, fuse_bias ? nullptr : bw.proj_b, BT, D, D);
-    dropout_forward(branch, a.proj_mask, branch, int64_t(BT) * D, p, key(kSiteProj));
+    dropout_forward(branch, a.proj_mask, branch, int64_t(BT) * D, p, key(kSiteProj),
+                    first_td);
     residual_add(a.resid_mid, x, branch, fuse_bias ? bw.proj_b : nullptr, BT, D);
 
     // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
@@ -225,10 +230,11 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
                       bw.norm2_w, bw.norm2_b, BT, D);
     linear_forward(a.fc1, a.ln2, bw.fc1_w, nullptr, BT, D, M);
     bias_gelu_forward(a.fc2_in, a.fc1, bw.fc1_b, BT, M);
-    dropout_forward(a.fc2_in, a.gelu_mask, a.fc2_in, int64_t(BT) * M, p,
-                    key(kSiteGelu));
+    dropout_forward(a.fc2_in, a.gelu_mask, a.fc2_in, int64_t(BT) * M, p, key(kSiteGelu),
+                    first_tm);
     linear_forward(branch, a.fc2_in, bw.fc2_w, fuse_bias ? nullptr : bw.fc2_b, BT, M, D);
-    dropout_forward(branch, a.fc2_mask, branch, int64_t(BT) * D, p, key(kSiteFc2));
+    dropout_forward(branch, a.fc2_mask, branch, int64_t(BT) * D, p, key(kSiteFc2),
+                    first_td);
     residual_add(x_next, a.resid_mid, branch, fuse_bias ? bw.fc2_b : nullptr, BT, D);
   }
 

@@ -93,6 +93,7 @@ struct Head {
   const float* additive_v;  // (Dh) this head's vector, additive form
   float dropout_p;
   int64_t att_offset;  // of this head's (T, T) block in att and att_mask
+  int64_t mask_first_index = 0;  // added to an att element's index for its dropout draw
 };
 
 Head head_of(int bh, int T, int D, int H, const AttentionScore& score, float dropout_p) {
@@ -168,7 +169,8 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
     const float keep_scale = 1.0f / (1.0f - hd.dropout_p);
     const int64_t first = hd.att_offset + int64_t(i0) * T;
     for (int64_t e = 0; e < int64_t(R) * T; ++e)
-      att_mask[first + e] = dropout_keep(dropout_key, first + e, hd.dropout_p);
+      att_mask[first + e] =
+          dropout_keep(dropout_key, hd.mask_first_index + first + e, hd.dropout_p);
     apply_dropout_mask(w.used, P, att_mask + first, int64_t(R) * T, keep_scale);
     used = w.used;
   }
@@ -232,8 +234,9 @@ void backward_rows(int i0, const Head& hd, float* dq, const float* dout, QueryRo
 template <int kDh>
 void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* att_mask,
                   const float* qkv, const AttentionScore& score, float dropout_p,
-                  uint64_t dropout_key, HeadScratch& w) {
-  const Head hd = head_of(bh, T, D, H, score, dropout_p);
+                  uint64_t dropout_key, int64_t mask_first_index, HeadScratch& w) {
+  Head hd = head_of(bh, T, D, H, score, dropout_p);
+  hd.mask_first_index = mask_first_index;
   const int Dh = hd.Dh, b = bh / H, h = bh % H;
   const float* q = qkv + int64_t(b) * T * 3 * D + h * Dh;
   float* o = out + int64_t(b) * T * D + h * Dh;
@@ -336,9 +339,11 @@ int64_t attention_score_grad_floats(int B, int H, int Dh) { return int64_t(B) * 
 
 void attention_forward(float* out, float* att, uint8_t* att_mask, const float* qkv, int B,
                        int T, int D, int H, const AttentionScore& score, float dropout_p,
-                       uint64_t dropout_key, float* scratch, int slots) {
+                       uint64_t dropout_key, float* scratch, int slots,
+                       int64_t mask_first_index) {
   for_each_head(B * H, T, D / H, scratch, slots, [&](auto kDh, int bh, HeadScratch& w) {
-    forward_head<kDh()>(bh, T, D, H, out, att, att_mask, qkv, score, dropout_p, dropout_key, w);
+    forward_head<kDh()>(bh, T, D, H, out, att, att_mask, qkv, score, dropout_p, dropout_key,
+                        mask_first_index, w);
   });
 }
 

@@ -9,7 +9,7 @@ bool dropout_keep(uint64_t key, int64_t index, float p) {
 }
 
 void dropout_forward(float* out, uint8_t* mask, const float* inp, int64_t n, float p,
-                     uint64_t key) {
+                     uint64_t key, int64_t first_index) {
   if (p <= 0.0f) {
     if (out != inp)
       for (int64_t i = 0; i < n; ++i) out[i] = inp[i];
@@ -18,7 +18,7 @@ void dropout_forward(float* out, uint8_t* mask, const float* inp, int64_t n, flo
   const float scale = 1.0f / (1.0f - p);
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {
-    const bool keep = dropout_keep(key, i, p);
+    const bool keep = dropout_keep(key, first_index + i, p);
     mask[i] = keep;
     out[i] = keep ? inp[i] * scale : 0.0f;
   }

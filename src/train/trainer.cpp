@@ -6,8 +6,10 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 
 #include "minivit/core/error.h"
 #include "minivit/core/fileio.h"
@@ -16,6 +18,7 @@
 #include "minivit/formats/config_file.h"
 #include "minivit/kernels/runtime.h"
 #include "minivit/kernels/threads.h"
+#include "minivit/train/distributed.h"
 #include "minivit/train/evaluate.h"
 #include "minivit/train/splits.h"
 
@@ -82,16 +85,28 @@ static void warn_about_changed_keys(const Config& started_with, const Config& no
   }
 }
 
+// FNV-1a over the bytes of a buffer: replicas that hold the same weights bit for bit have
+// the same fingerprint.
+static uint64_t fingerprint(const float* data, int64_t n) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(data);
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t i = 0; i < n * int64_t(sizeof(float)); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  return h;
+}
+
 // --- setup ----------------------------------------------------------------------------------
 
 Trainer::Trainer(TrainerOptions options) : config_(std::move(options.config)) {
+  root_ = distributed::is_root();
+  ranks_ = distributed::ranks();
+  profile_ = std::getenv("MINIVIT_MPI_PROFILE") != nullptr;
   open_run_directory(options.resume_dir);
   check_vit_fits_memory(config_.model, config_.train.batch_size, true);
   const int threads = set_num_threads(config_.train.threads);
   prepare_data();
   create_model(options.init_path);
   open_run_files();
-  announce(options.config_path, threads);
+  if (root_) announce(options.config_path, threads);
   batches_.emplace(data_.train, train_indices_, config_, steps_per_epoch_);
   prefetcher_.emplace(*batches_);
   saved_step_ = resuming_ ? progress_.step : -1;
@@ -121,6 +136,7 @@ void Trainer::open_run_directory(const std::string& resume_dir) {
   metrics_path_ = path_in(out_dir_, "metrics.jsonl");
   if (resuming_ && !file_exists(resume_path_))
     throw Error(resume_path_ + ": no resume state here; is --resume the run directory of an earlier `minivit train`?");
+  if (!root_) return;  // the run directory is rank 0's alone
   ensure_writable_dir(out_dir_);
   // Before anything in the directory is touched: a live trainer's temporaries are not stale.
   run_lock_.emplace(out_dir_);
@@ -138,6 +154,13 @@ void Trainer::prepare_data() {
   val_indices_ = images_of_split(data_, Split::val, config_).indices;
   class_names_ = class_names_for(data_.train.class_names, config_.model.num_classes);
   batch_size_ = config_.train.batch_size;
+  if (batch_size_ < ranks_)
+    throw Error("train.batch_size: " + std::to_string(batch_size_) + " is smaller than the " +
+                std::to_string(ranks_) + " ranks; each rank needs at least one image of every batch");
+  // Contiguous shards whose sizes differ by at most one: images [r B / R, (r + 1) B / R).
+  const int r = distributed::rank();
+  shard_first_ = int(int64_t(r) * batch_size_ / ranks_);
+  shard_size_ = int(int64_t(r + 1) * batch_size_ / ranks_) - shard_first_;
   steps_per_epoch_ = int64_t(train_indices_.size()) / batch_size_;
   if (steps_per_epoch_ == 0)
     throw Error("train.batch_size: " + std::to_string(batch_size_) + " is larger than the " +
@@ -154,7 +177,7 @@ void Trainer::create_model(const std::string& init_path) {
   if (resuming_) {
     Config started_with;
     progress_ = load_resume_state(resume_path_, *model_, *optimizer_, &started_with);
-    warn_about_changed_keys(started_with, config_);
+    if (root_) warn_about_changed_keys(started_with, config_);
     if (progress_.step > total_steps_)
       throw Error(resume_path_ + ": the run is already at step " + std::to_string(progress_.step) +
                   ", past the configured " + std::to_string(total_steps_) + " steps");
@@ -165,6 +188,7 @@ void Trainer::create_model(const std::string& init_path) {
 }
 
 void Trainer::open_run_files() {
+  if (!root_) return;
   write_file_atomic(path_in(out_dir_, "config.toml"), config_to_toml(config_));
   write_file_atomic(metrics_path_,
                     metrics_up_to(metrics_path_, resuming_ ? progress_.step : -1, epoch_points_));
@@ -174,28 +198,54 @@ void Trainer::open_run_files() {
 void Trainer::announce(const std::string& config_path, int threads) const {
   std::fprintf(stderr,
                "minivit train: %s | %lld params | %lld train / %lld val / %lld test images | "
-               "%lld steps (%lld epochs of %lld) | batch %d | %d threads | out %s%s\n",
+               "%lld steps (%lld epochs of %lld) | batch %d | %s | out %s%s\n",
                config_path.c_str(), (long long)model_->num_params, (long long)train_indices_.size(),
                (long long)val_indices_.size(), (long long)data_.test.size(), (long long)total_steps_,
-               (long long)total_epochs_, (long long)steps_per_epoch_, batch_size_, threads,
+               (long long)total_epochs_, (long long)steps_per_epoch_, batch_size_,
+               (ranks_ > 1 ? strprintf("%d ranks x %d threads", ranks_, threads)
+                           : strprintf("%d threads", threads)).c_str(),
                out_dir_.c_str(),
                resuming_ ? strprintf(" | resuming at step %lld", (long long)progress_.step).c_str() : "");
   if (const std::string advice = blas_kernel_advice(); !advice.empty())
     std::fprintf(stderr, "%s\n", advice.c_str());
+  note_oversubscription(threads);
+}
+
+// Ranks on one machine share its cores; more threads than cores slow every rank down (each
+// step waits for the slowest), so it is said, not refused.
+void Trainer::note_oversubscription(int threads) const {
+  const int here = distributed::ranks_on_host();
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (here > 1 && cores > 0 && int64_t(here) * threads > int64_t(cores))
+    std::fprintf(stderr,
+                 "note: %d ranks x %d threads on this host exceed its %u cores; set train.threads "
+                 "to %u or fewer (threads per rank)\n",
+                 here, threads, cores, std::max(1u, cores / unsigned(here)));
 }
 
 // --- the loop ---------------------------------------------------------------------------------
 
 int Trainer::run() {
-  while (progress_.step < total_steps_ && !g_stop_requested) {
+  // The replicas start from rank 0's state whatever each rank read (a --init or --resume
+  // file that differs between hosts cannot split them).
+  if (ranks_ > 1) {
+    distributed::broadcast(model_->weights.data(), model_->num_params);
+    distributed::broadcast(optimizer_->m.data(), model_->num_params);
+    distributed::broadcast(optimizer_->v.data(), model_->num_params);
+  }
+  while (progress_.step < total_steps_ && !stop_requested()) {
     do {
       step();
-    } while (!at_epoch_end() && !g_stop_requested);
+    } while (!at_epoch_end() && !stop_requested());
     if (!at_epoch_end()) break;  // stopped by a signal mid-epoch
     end_of_epoch();
   }
   return finish();
 }
+
+// One process reads its own flag; ranks read the one they agreed on after the last step, so
+// all of them stop after the same step.
+bool Trainer::stop_requested() const { return ranks_ == 1 ? g_stop_requested != 0 : stop_agreed_; }
 
 bool Trainer::at_epoch_end() const {
   return progress_.step % steps_per_epoch_ == 0 || progress_.step == total_steps_;
@@ -206,10 +256,25 @@ void Trainer::step() {
   const int64_t epoch = progress_.step / steps_per_epoch_;
   const Batch& batch = prefetcher_->get(progress_.step);
   const float lr = learning_rate(config_.optim, progress_.step, total_steps_);
-  const StepResult result =
-      train_step(*model_, *acts_, *optimizer_, batch.images.data(), batch.targets.data(),
-                 batch.labels.data(), batch_size_, lr, config_.optim.clip_grad_norm,
-                 rng_key(config_.train.seed, kRngDropout, uint64_t(progress_.step)));
+  // This rank's shard of the global batch (all of it in one process).
+  const int64_t image_len = int64_t(batch.images.shape()[1]);
+  const int K = config_.model.num_classes;
+  StepResult result = shard_gradients(
+      *model_, *acts_, batch.images.data() + shard_first_ * image_len,
+      batch.targets.data() + int64_t(shard_first_) * K, batch.labels.data() + shard_first_,
+      shard_size_, rng_key(config_.train.seed, kRngDropout, uint64_t(progress_.step)),
+      shard_first_, batch_size_);
+  const auto computed = Clock::now();
+  if (profile_) distributed::barrier();
+  const auto all_computed = Clock::now();
+  distributed::allreduce_sum(model_->grads.data(), model_->num_params);
+  compute_seconds_ += std::chrono::duration<double>(computed - start).count();
+  imbalance_seconds_ += std::chrono::duration<double>(all_computed - computed).count();
+  reduce_seconds_ += seconds_since(all_computed);
+  ++steps_here_;
+  agree_on_step(result);
+  // After the sum, so clipping sees the global gradient and every rank the same one.
+  apply_gradients(*model_, *optimizer_, result, lr, config_.optim.clip_grad_norm);
   if (!result.finite) fail_on_nonfinite_loss(result);
   ++progress_.step;
   train_seconds_ += seconds_since(start);
@@ -223,7 +288,23 @@ void Trainer::step() {
   report_step(result, lr, epoch);
 }
 
+// The whole batch's loss and correct count from the shards', and whether any rank was asked
+// to stop. The sum of the gradients already makes the finiteness check agree.
+void Trainer::agree_on_step(StepResult& result) {
+  if (ranks_ == 1) return;
+  double sums[3] = {double(result.loss) * shard_size_, double(result.correct),
+                    g_stop_requested ? 1.0 : 0.0};
+  distributed::allreduce_sum(sums, 3);
+  result.loss = float(sums[0] / batch_size_);
+  result.correct = int(sums[1]);
+  if (sums[2] > 0 && !stop_agreed_) {
+    stop_agreed_ = true;
+    stop_signal_ = g_stop_requested ? int(g_stop_requested) : SIGTERM;
+  }
+}
+
 void Trainer::fail_on_nonfinite_loss(const StepResult& result) {
+  if (!root_) throw distributed::ReportedByRoot();
   line_.finish();
   const std::string culprit = first_nonfinite_grad(*model_);
   throw Error(strprintf("step %lld: the loss is %g and the gradient norm %g", (long long)progress_.step,
@@ -236,6 +317,7 @@ void Trainer::fail_on_nonfinite_loss(const StepResult& result) {
 }
 
 void Trainer::report_step(const StepResult& result, float lr, int64_t epoch) {
+  if (!root_) return;
   const double img_per_s = trained_images_ / std::max(train_seconds_, 1e-9);
   const double eta = (total_steps_ - progress_.step) * batch_size_ / img_per_s;
   const bool log_now = progress_.step % config_.train.log_every == 0 || progress_.step == total_steps_;
@@ -264,6 +346,7 @@ void Trainer::end_of_epoch() {
   const double train_loss = progress_.epoch_loss_sum / seen;
   const double train_acc = double(progress_.epoch_correct) / seen;
   progress_.epoch_loss_sum = 0.0, progress_.epoch_correct = 0, progress_.epoch_seen = 0;
+  if (!root_) return;  // the other ranks go on to the next step's sum and wait there
   nlohmann::json epoch_json = {{"type", "epoch"}, {"epoch", progress_.epoch}, {"step", progress_.step},
                                {"train_loss", train_loss}, {"train_acc", train_acc}};
   EpochPoint point{int(progress_.epoch), train_loss, train_acc, NAN, NAN};
@@ -303,13 +386,21 @@ void Trainer::end_of_epoch() {
 
 int Trainer::finish() {
   line_.finish();
-  if (saved_step_ != progress_.step) save_last_and_resume();
-  if (!file_exists(best_path_)) save_checkpoint(best_path_, *model_, config_, class_names_, progress_);
-  if (g_stop_requested) {
+  if (root_) {
+    report_profile();
+    if (saved_step_ != progress_.step) save_last_and_resume();
+    if (!file_exists(best_path_)) save_checkpoint(best_path_, *model_, config_, class_names_, progress_);
+  }
+  // After rank 0's saves: a rank leaving with a stop status makes mpirun end the job, which
+  // must not cut them short.
+  check_replicas_agree();
+  const int stop_signal = ranks_ == 1 ? int(g_stop_requested) : stop_signal_;
+  if (!root_) return stop_requested() ? 128 + stop_signal : 0;
+  if (stop_requested()) {
     std::fprintf(stderr, "stopped at step %lld of %lld; saved %s and %s. Continue with: minivit train --resume %s\n",
                  (long long)progress_.step, (long long)total_steps_, last_path_.c_str(),
                  resume_path_.c_str(), out_dir_.c_str());
-    return 128 + int(g_stop_requested);
+    return 128 + stop_signal;
   }
 
   const SplitImages test_images = images_of_split(data_, Split::test, config_);
@@ -328,6 +419,35 @@ int Trainer::finish() {
               (long long)progress_.step, format_duration(seconds_since(run_start_)).c_str(),
               trained_images_ / std::max(train_seconds_, 1e-9), out_dir_.c_str());
   return 0;
+}
+
+// Every rank took the same steps from the same state, so the replicas must agree bit for
+// bit; a difference would be a bug, and the checkpoint rank 0 wrote would not be the model.
+void Trainer::check_replicas_agree() const {
+  if (ranks_ == 1) return;
+  const uint64_t print = fingerprint(model_->weights.data(), model_->num_params);
+  if (!distributed::same_on_all_ranks(print)) {
+    if (!root_) throw distributed::ReportedByRoot();
+    throw Error(strprintf("the %d ranks ended with different weights (rank 0: fingerprint %016llx); "
+                          "please report this", ranks_, (unsigned long long)print));
+  }
+  if (root_)
+    std::fprintf(stderr, "replicas: all %d ranks hold the same weights (fingerprint %016llx)\n",
+                 ranks_, (unsigned long long)print);
+}
+
+// MINIVIT_MPI_PROFILE=1: where rank 0's step time went, for experiments/mpi.
+void Trainer::report_profile() const {
+  if (!profile_ || steps_here_ == 0) return;
+  const distributed::AllreduceStats stats = distributed::allreduce_stats();
+  const double n = double(steps_here_);
+  std::fprintf(stderr,
+               "mpi profile: %d ranks, %lld steps: compute %.3f ms/step, waiting for the slowest "
+               "rank %.3f ms/step, gradient allreduce %.3f ms/step (%lld calls), %.0f gradient "
+               "bytes per rank per step\n",
+               ranks_, (long long)steps_here_, 1e3 * compute_seconds_ / n,
+               1e3 * imbalance_seconds_ / n, 1e3 * reduce_seconds_ / n, (long long)stats.calls,
+               double(model_->num_params) * sizeof(float));
 }
 
 void Trainer::save_last_and_resume() {

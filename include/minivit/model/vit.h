@@ -47,11 +47,13 @@ struct ViT {
 };
 
 // images (B, C, S, S), normalised. Leaves logits in acts.logits. `dropout_key` seeds the
-// dropout masks of this step (ignored when !training). Throws minivit::Error unless `acts`
+// dropout masks of this step (ignored when !training); `first_sample` is the place of
+// images[0] in the whole batch when the batch is split over processes, so that each image's
+// masks are those a single process would draw for it. Throws minivit::Error unless `acts`
 // was built for the model's shapes, 1 <= B <= acts.max_batch, and, when `training`, for
 // training.
 void vit_forward(const ViT& model, Activations& acts, const float* images, int B, bool training,
-                 uint64_t dropout_key);
+                 uint64_t dropout_key, int first_sample = 0);
 
 // From acts.dlogits (B, K) back to every parameter; adds into model.grads. The backward of
 // the last vit_forward on `acts`: after a training one with its dropout masks, after an

@@ -39,9 +39,11 @@ struct AttentionScoreGrad {
   float* per_pair = nullptr;     // (B, H, Dh)
 };
 
+// The dropout mask of att element e draws at index mask_first_index + e (dropout.h).
 void attention_forward(float* out, float* att, uint8_t* att_mask, const float* qkv, int B,
                        int T, int D, int H, const AttentionScore& score, float dropout_p,
-                       uint64_t dropout_key, float* scratch, int slots);
+                       uint64_t dropout_key, float* scratch, int slots,
+                       int64_t mask_first_index = 0);
 
 // Adds into dqkv (B, T, 3D) and the score parameters' gradients.
 void attention_backward(float* dqkv, const AttentionScoreGrad& dscore, const float* dout,

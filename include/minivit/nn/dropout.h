@@ -8,9 +8,11 @@
 
 namespace minivit {
 
-// out may alias inp.
+// out may alias inp. Element i draws at index first_index + i: a batch split over several
+// processes (train/distributed.h) passes each shard's offset in the whole batch, so the
+// masks do not depend on how the batch is split.
 void dropout_forward(float* out, uint8_t* mask, const float* inp, int64_t n, float p,
-                     uint64_t key);
+                     uint64_t key, int64_t first_index = 0);
 
 // dinp += dout * mask / (1 - p)
 void dropout_backward(float* dinp, const float* dout, const uint8_t* mask, int64_t n, float p);

@@ -8,6 +8,13 @@
 //
 // SIGINT and SIGTERM, from setup until the trainer is destroyed, ask the loop to stop after
 // the current step and save; a second signal leaves at once.
+//
+// Started by mpirun in a build with MPI (distributed.h), each of R ranks runs this trainer
+// on one model: every rank builds the same global batch and computes the gradient of its
+// contiguous shard of it, the gradients are summed in one allreduce, and every rank takes the
+// same optimizer step, so the weights follow a single process's within float rounding. Rank
+// 0 alone touches the run directory, logs, validates, evaluates and prints; the others only
+// compute. A stop signal on any rank stops all of them after the same step.
 #include <signal.h>
 
 #include <chrono>
@@ -41,7 +48,9 @@ struct TrainerOptions {
 
 class Trainer {
  public:
-  // Setup. Throws minivit::Error, before any training, for what the user can fix: no resume
+  // Setup. Runs no collective, so that every rank can fail alone and the caller agrees on
+  // the outcome (distributed::agree_on_setup) before run(). Throws minivit::Error, before
+  // any training, for what the user can fix: no resume
   // state in resume_dir, a directory another live trainer holds (run_lock.h), a new run
   // into a directory that holds one, a model too large for
   // memory, data that does not fit the model, a batch larger than the training split, a
@@ -51,7 +60,8 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  // Steps to total_steps() or a stop signal, closing every completed epoch, then finish().
+  // Gives every rank rank 0's weights and optimizer state, then steps to total_steps() or a
+  // stop signal, closing every completed epoch, then finish().
   int run();
 
   // One optimisation step on the next batch. Writes a step line to metrics.jsonl every
@@ -83,8 +93,18 @@ class Trainer {
   void report_step(const StepResult& result, float lr, int64_t epoch);
   void save_last_and_resume();
   void log_metrics(const nlohmann::json& line);
+  void note_oversubscription(int threads) const;
+  bool stop_requested() const;
+  void agree_on_step(StepResult& result);
+  void check_replicas_agree() const;
+  void report_profile() const;
 
   Config config_;
+  bool root_ = true;                // rank 0, which alone writes and prints
+  int ranks_ = 1;
+  int shard_first_ = 0, shard_size_ = 0;  // this rank's images of every global batch
+  bool stop_agreed_ = false;        // a stop signal reached some rank (several ranks)
+  int stop_signal_ = 0;
   std::optional<RunLock> run_lock_;  // held on out_dir_ from setup until destruction
   bool resuming_ = false;
   std::string out_dir_, resume_path_, last_path_, best_path_, metrics_path_;
@@ -115,6 +135,11 @@ class Trainer {
   std::chrono::steady_clock::time_point run_start_, epoch_start_;
   double train_seconds_ = 0.0;
   int64_t trained_images_ = 0;
+  // MINIVIT_MPI_PROFILE: time in forward/backward, waiting for the slowest rank (a barrier,
+  // only when profiling) and in the gradient sum, since setup.
+  bool profile_ = false;
+  double compute_seconds_ = 0.0, imbalance_seconds_ = 0.0, reduce_seconds_ = 0.0;
+  int64_t steps_here_ = 0;
 
   struct sigaction previous_sigint_ {}, previous_sigterm_ {};
 };
