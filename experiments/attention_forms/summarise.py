@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Summarises experiments/attention_forms/run.sh: per variant, the test top-1 over seeds
-(mean and spread), the training speed, the entropy of the CLS token's attention per layer at
+(mean and spread), the training speed, early training (the training loss logged at step
+200, the mean over steps 151-200, and the validation accuracy after the first epoch), the entropy of the CLS token's attention per layer at
 step 0 and at the end (with model.pool = "mean" there is no CLS token: the mean over every
 query row instead), and the mean attention distance per layer at the end (for each patch
 query, the attention-weighted distance in patches to the other patches, the CLS column left
@@ -42,6 +43,20 @@ def training_speed(log_path):
     return float(found[-1]) if found else math.nan
 
 
+def early_training(metrics_path, step=200):
+    """The training loss of the step line at `step` and the first epoch's validation
+    accuracy, from the run's metrics.jsonl."""
+    loss, val = math.nan, math.nan
+    with open(metrics_path) as f:
+        for line in f:
+            m = json.loads(line)
+            if m.get("type") == "step" and m.get("step") == step:
+                loss = m["loss"]
+            if m.get("type") == "epoch" and m.get("epoch") == 1:
+                val = 100 * m.get("val_acc", math.nan)
+    return loss, val
+
+
 def fmt_layers(values):
     return " ".join(f"{v:.2f}" for v in values)
 
@@ -57,30 +72,35 @@ def main():
     rows, records = [], []
     os.makedirs(os.path.join(args.out, "grids"), exist_ok=True)
     for variant in args.variants:
-        top1, speed, ent0, ent1, dist1 = [], [], [], [], []
+        top1, speed, ent0, ent1, dist1, loss200, val1 = [], [], [], [], [], [], []
         for seed in args.seeds:
             d = os.path.join(args.out, variant, f"seed{seed}")
             with open(os.path.join(d, "run", "eval.json")) as f:
                 top1.append(100 * json.load(f)["top1"])
             speed.append(training_speed(os.path.join(d, "train.log")))
+            early = early_training(os.path.join(d, "run", "metrics.jsonl"))
+            loss200.append(early[0]), val1.append(early[1])
             e0, _ = layer_statistics(os.path.join(d, "maps_init"), args.images)
             e1, m1 = layer_statistics(os.path.join(d, "maps_end"), args.images)
             ent0.append(e0), ent1.append(e1), dist1.append(m1)
             records.append({"variant": variant, "seed": int(seed), "test_top1": top1[-1],
-                            "train_img_per_s": speed[-1], "entropy_step0": e0.tolist(),
+                            "train_img_per_s": speed[-1], "train_loss_step200": loss200[-1],
+                            "val_top1_epoch1": val1[-1], "entropy_step0": e0.tolist(),
                             "entropy_end": e1.tolist(), "mean_distance_end": m1.tolist()})
         first = os.path.join(args.out, variant, f"seed{args.seeds[0]}", "maps_end", "0", "grid.png")
         shutil.copyfile(first, os.path.join(args.out, "grids", f"{variant}.png"))
         spread = (max(top1) - min(top1)) / 2
         rows.append(f"| {variant} | {np.mean(top1):.2f} ± {spread:.2f} | {np.mean(speed):.0f} | "
+                    f"{np.mean(loss200):.3f} | {np.mean(val1):.2f} | "
                     f"{fmt_layers(np.mean(ent0, 0))} | {fmt_layers(np.mean(ent1, 0))} | "
                     f"{fmt_layers(np.mean(dist1, 0))} |")
 
     header = (f"Seeds {' '.join(args.seeds)}; maps of the first {args.images} test images. "
               "Entropy in nats, per layer from the first (uniform over 50 tokens: 3.91); "
               "distance in patches, per layer.\n\n"
-              "| variant | test top-1 (mean ± half range) | train img/s | CLS entropy, step 0 | "
-              "CLS entropy, end | mean attention distance, end |\n|---|---|---|---|---|---|\n")
+              "| variant | test top-1 (mean ± half range) | train img/s | train loss, step 200 | "
+              "val top-1, epoch 1 | CLS entropy, step 0 | CLS entropy, end | "
+              "mean attention distance, end |\n|---|---|---|---|---|---|---|---|\n")
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(header + "\n".join(rows) + "\n")
     with open(os.path.join(args.out, "results.jsonl"), "w") as f:
