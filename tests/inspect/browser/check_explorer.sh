@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The attention explorer in a real browser: trains a small model for a few steps on
+# The attention explorer in a real browser: trains a small model for ten steps on
 # Fashion-MNIST, runs `minivit attention --count 5 --stats` on the test split, and has
 # drive_page.py open one image's explorer and the gallery in headless Chromium, click
 # patches and compare what the page shows with attention.npy, rollout.npy and
@@ -18,7 +18,7 @@ fi
 rm -rf "$out"
 mkdir -p "$out"
 "$minivit" train --config "$source_dir/configs/fashion_mnist.toml" "$@" \
-  --set train.max_steps=40 --set train.threads=1 --set train.batch_size=64 \
+  --set train.max_steps=10 --set train.threads=1 --set train.batch_size=32 \
   --out "$out/run" > "$out/train.log" 2>&1 || { cat "$out/train.log"; exit 1; }
 "$minivit" attention --checkpoint "$out/run/last.safetensors" --count 5 --stats \
   --out "$out/attention" > "$out/attention.log" 2>&1 || { cat "$out/attention.log"; exit 1; }
