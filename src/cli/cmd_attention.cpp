@@ -131,10 +131,7 @@ GalleryItem write_image_folder(ViT& model, const Checkpoint& ckpt, SourceImage& 
        "per layer the heads' mean of max(0, A * d logit / d A), A the attention after the softmax "
        "(evaluation mode); identity added, rows renormalised to 1, layers multiplied from the first to "
        "the last; read as the rollout is"},
-      {"top_patches", nlohmann::ordered_json::array()}};
-  for (const PatchWeight& p : top_patches(e.grad_rollout.data(), m.grid(), 5))
-    summary["grad_rollout"]["top_patches"].push_back(
-        {{"patch", p.patch}, {"row", p.row}, {"col", p.col}, {"weight", p.weight}});
+      {"top_patches", patches_json(top_patches(e.grad_rollout.data(), m.grid(), 5))}};
 
   // The pictures show the input as the model saw it: its float input, denormalised.
   const Image8 seen = denormalise_image(input.data(), m.channels, m.image_size, config.data.mean, config.data.std);
@@ -240,9 +237,7 @@ int run_attention(const AttentionOptions& opt) {
   Checkpoint ckpt = load_checkpoint(opt.checkpoint);
   const Config& config = ckpt.config;
   const ModelConfig& m = config.model;
-  if (opt.class_index < -1 || opt.class_index >= m.num_classes)
-    throw Error("--class " + std::to_string(opt.class_index) + ": the model has " + std::to_string(m.num_classes) +
-                " classes (0 to " + std::to_string(m.num_classes - 1) + ")");
+  check_class_index(opt.class_index, m.num_classes);  // before anything is read or written
   set_num_threads(config.train.threads);
 
   // Every input is read before anything is written, so a bad one leaves nothing behind.

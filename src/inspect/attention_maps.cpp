@@ -195,7 +195,7 @@ double patch_entropy(const float* weights, int n) {
   return h;
 }
 
-static nlohmann::ordered_json patches_json(const std::vector<PatchWeight>& top) {
+nlohmann::ordered_json patches_json(const std::vector<PatchWeight>& top) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const PatchWeight& p : top)
     out.push_back({{"patch", p.patch}, {"row", p.row}, {"col", p.col}, {"weight", p.weight}});

@@ -9,12 +9,16 @@
 
 namespace minivit {
 
-Explanation explain_class(ViT& model, const float* image, int class_index) {
-  const ModelConfig& c = model.config;
-  const int K = c.num_classes;
+void check_class_index(int class_index, int K) {
   if (class_index < -1 || class_index >= K)
     throw Error("--class " + std::to_string(class_index) + ": the model has " + std::to_string(K) +
                 " classes (0 to " + std::to_string(K - 1) + ")");
+}
+
+Explanation explain_class(ViT& model, const float* image, int class_index) {
+  const ModelConfig& c = model.config;
+  const int K = c.num_classes;
+  check_class_index(class_index, K);
   const size_t L = size_t(c.depth), H = size_t(c.heads), T = size_t(c.tokens());
   Activations acts(c, 1, true, true);
   vit_forward(model, acts, image, 1, false, 0);

@@ -100,6 +100,9 @@ struct PatchWeight {
 // The k largest of `weights` (N values over the G x G grid), largest first, ties by index.
 std::vector<PatchWeight> top_patches(const float* weights, int grid, int k);
 
+// [{"patch", "row", "col", "weight"}, ...] as summary.json lists top patches.
+nlohmann::ordered_json patches_json(const std::vector<PatchWeight>& top);
+
 // Entropy in nats of the N patch weights after renormalising them to sum 1 (zero weights
 // contribute nothing); ln(N) is uniform attention.
 double patch_entropy(const float* weights, int n);

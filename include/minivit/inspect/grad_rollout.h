@@ -23,6 +23,9 @@ struct Explanation {
   Tensor2 grad_rollout;   // (G, G)
 };
 
+// Throws minivit::Error naming --class unless class_index is -1 or one of the K classes.
+void check_class_index(int class_index, int num_classes);
+
 // One evaluation forward of one normalised image (C, S, S) and one backward of logit
 // `class_index` (-1: the predicted class). Uses model.grads as scratch (left zeroed).
 // Throws minivit::Error when class_index is not -1 or a class of the model.
