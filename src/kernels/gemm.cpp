@@ -73,17 +73,21 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
   const int extent = split_rows ? M : N;
   const int parts = int(std::min<double>({double(max_work_blocks()), std::max(1.0, work / kMinSplitWork),
                                           double(extent)}));
-  const int threads = omp_in_parallel() ? 1 : std::min(omp_get_max_threads(), parts);
-  if (parts == 1) {
+  // Inside a parallel region (a chunk of the batch, vit.cpp) the product runs on the calling
+  // thread. minivit's kernels round each element the same whatever the cut, so they take
+  // the product whole; OpenBLAS's are given the same cut as on the pool, one piece after
+  // another, so the rounding still does not depend on how many threads run.
+  const bool nested = omp_in_parallel();
+  const int threads = nested ? 1 : std::min(omp_get_max_threads(), parts);
+  if (parts == 1 || (threads == 1 && kernels_in_use() == GemmKernels::avx512)) {
     serial_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   // Contiguous blocks of rows (or columns) of C, each computed by exactly one thread.
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (int part = 0; part < parts; ++part) {
+  auto run_part = [&](int part) {
     const int begin = int(int64_t(extent) * part / parts);
     const int end = int(int64_t(extent) * (part + 1) / parts);
-    if (end <= begin) continue;
+    if (end <= begin) return;
     if (split_rows) {
       const float* A_part = trans_a ? A + begin : A + int64_t(begin) * lda;
       serial_sgemm(trans_a, trans_b, end - begin, N, K, alpha, A_part, lda, B, ldb, beta,
@@ -93,7 +97,13 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
       serial_sgemm(trans_a, trans_b, M, end - begin, K, alpha, A, lda, B_part, ldb, beta,
                    C + begin, ldc);
     }
+  };
+  if (threads == 1) {
+    for (int part = 0; part < parts; ++part) run_part(part);
+    return;
   }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int part = 0; part < parts; ++part) run_part(part);
 }
 
 }  // namespace minivit

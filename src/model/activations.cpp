@@ -20,6 +20,7 @@ namespace {
 // The dimension letters of tensor.h, and the few sizes the layers' scratch is counted in.
 enum class Dim : uint8_t {
   one,
+  two,
   B,
   T,
   N,
@@ -101,8 +102,12 @@ const BufferSpec<Act> kModelBuffers[] = {
     {"dpooled_norm", &Act::dpooled_norm, {B, D, one, one}, in_training},
     {"dpooled", &Act::dpooled, {B, D, one, one}, in_training},
     {"dresid", &Act::dresid, {B, T, D, one}, in_training},
+    {"dresid_mid", &Act::dresid_mid, {B, T, D, one}, in_training},
+    {"dresid_in", &Act::dresid_in, {B, T, D, one}, in_training},
     {"dbranch", &Act::dbranch, {B, T, D, one}, with_dropout},
+    {"dbranch_att", &Act::dbranch_att, {B, T, D, one}, with_dropout},
     {"dln", &Act::dln, {B, T, D, one}, in_training},
+    {"dln1", &Act::dln1, {B, T, D, one}, in_training},
     {"datt_out", &Act::datt_out, {B, T, D, one}, in_training},
     {"dqkv", &Act::dqkv, {B, T, D3, one}, in_training},
     {"dfc2_in", &Act::dfc2_in, {B, T, M, one}, in_training},
@@ -112,7 +117,7 @@ const BufferSpec<Act> kModelBuffers[] = {
     {"ones", &Act::ones, {B, T, one, one}, in_training},
     {"layernorm_partials",
      &Act::layernorm_partials,
-     {LayerNormScratch, one, one, one},
+     {LayerNormScratch, two, one, one},
      in_training},
     {"attention_scratch", &Act::attention_scratch, {Slots, SlotFloats, one, one}, always},
     {"score_grad_pairs", &Act::score_grad_pairs, {B, D, one, one}, with_learned_scores},
@@ -126,6 +131,8 @@ double extent(Dim d, const ModelConfig& c, int batch) {
   switch (d) {
     case one:
       return 1;
+    case two:
+      return 2;
     case B:
       return batch;
     case T:

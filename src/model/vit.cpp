@@ -5,10 +5,13 @@
 #include <cmath>
 #include <cstring>
 
+#include <omp.h>
 #include <unistd.h>
 
 #include "minivit/core/error.h"
 #include "minivit/core/rng.h"
+#include "vit_passes.h"
+#include "minivit/kernels/threads.h"
 #include "minivit/nn/attention.h"
 #include "minivit/nn/dropout.h"
 #include "minivit/nn/gelu.h"
@@ -18,6 +21,8 @@
 #include "minivit/nn/patch_embed.h"
 
 namespace minivit {
+
+using namespace vit_passes;
 
 // The shapes every layer relies on. The config reader checks them with file and line; a
 // ModelConfig built in code meets them here.
@@ -79,68 +84,22 @@ void ViT::zero_grad() { std::fill(grads.begin(), grads.end(), 0.0f); }
 
 void ViT::init(uint64_t seed) { init_params(weights.data(), specs, seed); }
 
-// Clears a gradient buffer that backward then adds into: megabytes per layer, so both
-// cores share the pass (one core's memset left the other waiting for about 5% of a step).
-static void zero(float* p, int64_t n) {
-  constexpr int64_t kChunk = 1 << 16;  // floats per piece: 256 KB
-  const int64_t pieces = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (pieces > 1)
-  for (int64_t i = 0; i < pieces; ++i) {
-    const int64_t begin = i * kChunk, count = std::min(kChunk, n - begin);
-    std::memset(p + begin, 0, size_t(count) * sizeof(float));
-  }
-}
-
-// The gradient at a dropout's input from the one at its output: `dout` itself when p == 0
-// (dropout is then the identity), else `scratch`, filled with dout * mask / (1 - p).
-static const float* through_dropout(float* scratch, const float* dout, const uint8_t* mask,
-                                    int64_t n, float p) {
-  if (p == 0.0f) return dout;
-  zero(scratch, n);
-  dropout_backward(scratch, dout, mask, n, p);
-  return scratch;
-}
-
 // out = x + branch (+ bias on every row, when the branch's linear layer left it out):
 // the residual adds, with the bias fused in to save a pass over the branch.
 static void residual_add(float* out, const float* x, const float* branch, const float* bias,
                          int64_t R, int D) {
-#pragma omp parallel for schedule(static) if (R * D > 65536)
-  for (int64_t r = 0; r < R; ++r) {
-    const int64_t o = r * D;
-    if (bias) {
+  for_ranges(R, R * D > 65536, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t o = r * D;
+      if (bias) {
 #pragma omp simd
-      for (int d = 0; d < D; ++d) out[o + d] = x[o + d] + branch[o + d] + bias[d];
-    } else {
+        for (int d = 0; d < D; ++d) out[o + d] = x[o + d] + branch[o + d] + bias[d];
+      } else {
 #pragma omp simd
-      for (int d = 0; d < D; ++d) out[o + d] = x[o + d] + branch[o + d];
+        for (int d = 0; d < D; ++d) out[o + d] = x[o + d] + branch[o + d];
+      }
     }
-  }
-}
-
-// Adds the time of a scope to a profile's attention_seconds, when there is a profile.
-struct AttentionTimer {
-  StepProfile* profile;
-  std::chrono::steady_clock::time_point start;
-  explicit AttentionTimer(StepProfile* p) : profile(p) {
-    if (profile) start = std::chrono::steady_clock::now();
-  }
-  ~AttentionTimer() {
-    if (profile)
-      profile->attention_seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-};
-
-// Whether activations built for `built` hold every buffer a model of config `c` uses.
-static bool built_for(const ModelConfig& built, const ModelConfig& c) {
-  return built.image_size == c.image_size && built.channels == c.channels &&
-         built.patch_size == c.patch_size && built.dim == c.dim && built.depth == c.depth &&
-         built.heads == c.heads && built.mlp_dim == c.mlp_dim &&
-         built.num_classes == c.num_classes && built.attention == c.attention &&
-         built.pool == c.pool &&
-         (built.dropout > 0.0f) == (c.dropout > 0.0f) &&
-         (built.attention_dropout > 0.0f) == (c.attention_dropout > 0.0f);
+  });
 }
 
 static void check_forward(const ViT& model, const Activations& acts, const float* images, int B,
@@ -157,184 +116,107 @@ static void check_forward(const ViT& model, const Activations& acts, const float
   if (!images) throw Error("vit_forward: no images");
 }
 
-static void check_backward(const ViT& model, const Activations& acts, int B) {
-  if (!acts.training)
-    throw Error("vit_backward: the activations were built for evaluation, not training");
-  if (!built_for(acts.config, model.config))
-    throw Error("vit_backward: the activations were built for another model");
-  if (acts.forward_batch != B)
-    throw Error("vit_backward: needs a vit_forward of batch " + std::to_string(B) +
-                " first (the last forward was " +
-                (acts.forward_batch == 0
-                     ? std::string("none")
-                     : std::string(acts.forward_was_training ? "a training" : "an evaluation") +
-                           " one of batch " + std::to_string(acts.forward_batch)) +
-                ")");
-}
-
 // Sites of dropout inside one block, so that every mask has its own stream.
 enum DropoutSite : uint64_t { kSiteAttention = 0, kSiteProj = 1, kSiteGelu = 2, kSiteFc2 = 3 };
 
-void vit_forward(const ViT& model, Activations& acts, const float* images, int B, bool training,
-                 uint64_t dropout_key, int first_sample) {
+// The forward of images [b0, b0 + n) of the batch: every buffer is addressed at image b0,
+// and the dropout streams at sample first_sample + b0.
+static void forward_chunk(const ViT& model, Activations& acts, const float* images, int b0,
+                          int n, float p, float p_att, uint64_t dropout_key, int first_sample) {
   const ModelConfig& c = model.config;
   const ViTParams& w = model.w;
   const int T = c.tokens(), N = c.patches(), D = c.dim, M = c.mlp_dim, H = c.heads;
-  const int K = c.num_classes;
-  const int BT = B * T;
-  const float p = training ? c.dropout : 0.0f;
-  const float p_att = training ? c.attention_dropout : 0.0f;
-  check_forward(model, acts, images, B, training);
-  // Where this batch's elements start in the whole batch's buffers, per dropout site.
-  const int64_t first_td = int64_t(first_sample) * T * D, first_tm = int64_t(first_sample) * T * M;
-  const int64_t first_htt = int64_t(first_sample) * H * T * T;
-  acts.forward_batch = 0;  // until this forward is complete
+  const int K = c.num_classes, PL = c.patch_len();
+  const int64_t TD = int64_t(T) * D, TM = int64_t(T) * M, HTT = int64_t(H) * T * T;
+  const int Bn = n, BT = n * T;
+  const int64_t first = int64_t(first_sample) + b0;
+  // Where this chunk's elements start in the whole batch's buffers, per dropout site.
+  const int64_t first_td = first * TD, first_tm = first * TM, first_htt = first * HTT;
+  auto at = [b0](auto* buffer, int64_t per_image) {
+    return buffer ? buffer + b0 * per_image : buffer;
+  };
+  const int64_t image_len = int64_t(c.channels) * c.image_size * c.image_size;
 
-  patchify(acts.patches, images, B, c.channels, c.image_size, c.patch_size);
-  linear_forward(acts.patch_proj, acts.patches, w.patch_w, w.patch_b, B * N,
-                 c.patch_len(), D);
+  float* patches = at(acts.patches, int64_t(N) * PL);
+  float* patch_proj = at(acts.patch_proj, int64_t(N) * D);
+  patchify(patches, images + b0 * image_len, Bn, c.channels, c.image_size, c.patch_size);
+  linear_forward(patch_proj, patches, w.patch_w, w.patch_b, Bn * N, PL, D);
   // No pos_embed with model.pos_embed = none: w.pos_embed is null and nothing is added.
   if (c.has_cls_token())
-    embed_tokens_forward(acts.blocks[0].x, acts.patch_proj, w.cls_token, w.pos_embed, B, N, D);
+    embed_tokens_forward(at(acts.blocks[0].x, TD), patch_proj, w.cls_token, w.pos_embed, Bn, N,
+                         D);
   else
-    embed_patch_tokens_forward(acts.blocks[0].x, acts.patch_proj, w.pos_embed, B, N, D);
+    embed_patch_tokens_forward(at(acts.blocks[0].x, TD), patch_proj, w.pos_embed, Bn, N, D);
 
   for (int l = 0; l < c.depth; ++l) {
     const BlockParams& bw = w.blocks[size_t(l)];
-    BlockActivations& a = acts.blocks[size_t(l)];
-    const float* x = a.x;
-    float* x_next = l + 1 < c.depth ? acts.blocks[size_t(l) + 1].x : acts.x_final;
-    float* branch = acts.branch;
+    const BlockActivations& a = acts.blocks[size_t(l)];
+    const float* x = at(a.x, TD);
+    float* x_next = at(l + 1 < c.depth ? acts.blocks[size_t(l) + 1].x : acts.x_final, TD);
+    float* branch = at(acts.branch, TD);
+    float *ln1 = at(a.ln1, TD), *qkv = at(a.qkv, 3 * TD), *att_out = at(a.att_out, TD);
+    float *resid_mid = at(a.resid_mid, TD), *ln2 = at(a.ln2, TD);
+    float *fc1 = at(a.fc1, TM), *fc2_in = at(a.fc2_in, TM);
     auto key = [&](DropoutSite site) { return rng_key(dropout_key, uint64_t(l), site); };
 
     // x_mid = x + drop(proj(attn(LN1(x))))
-    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, bw.norm1_w,
-                      bw.norm1_b, BT, D);
-    linear_forward(a.qkv, a.ln1, bw.qkv_w, bw.qkv_b, BT, D, 3 * D);
+    layernorm_forward(ln1, at(a.ln1_mean, T), at(a.ln1_rstd, T), x, bw.norm1_w, bw.norm1_b, BT,
+                      D);
+    linear_forward(qkv, ln1, bw.qkv_w, bw.qkv_b, BT, D, 3 * D);
     {
       AttentionTimer timer(acts.profile);
       const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
-      attention_forward(a.att_out, a.att, a.att_mask, a.qkv, B, T, D, H, score, p_att,
-                        key(kSiteAttention), acts.attention_scratch, acts.attention_slots,
+      attention_forward(att_out, at(a.att, HTT), at(a.att_mask, HTT), qkv, Bn, T, D, H, score,
+                        p_att, key(kSiteAttention), acts.attention_scratch, acts.attention_slots,
                         first_htt);
     }
     // Without dropout the projection's bias is added in the residual pass instead.
     const bool fuse_bias = p == 0.0f;
-    linear_forward(branch, a.att_out, bw.proj_w, fuse_bias ? nullptr : bw.proj_b, BT, D, D);
-    dropout_forward(branch, a.proj_mask, branch, int64_t(BT) * D, p, key(kSiteProj),
+    linear_forward(branch, att_out, bw.proj_w, fuse_bias ? nullptr : bw.proj_b, BT, D, D);
+    dropout_forward(branch, at(a.proj_mask, TD), branch, int64_t(BT) * D, p, key(kSiteProj),
                     first_td);
-    residual_add(a.resid_mid, x, branch, fuse_bias ? bw.proj_b : nullptr, BT, D);
+    residual_add(resid_mid, x, branch, fuse_bias ? bw.proj_b : nullptr, BT, D);
 
     // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
-    layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid_mid,
-                      bw.norm2_w, bw.norm2_b, BT, D);
-    linear_forward(a.fc1, a.ln2, bw.fc1_w, nullptr, BT, D, M);
-    bias_gelu_forward(a.fc2_in, a.fc1, bw.fc1_b, BT, M);
-    dropout_forward(a.fc2_in, a.gelu_mask, a.fc2_in, int64_t(BT) * M, p, key(kSiteGelu),
+    layernorm_forward(ln2, at(a.ln2_mean, T), at(a.ln2_rstd, T), resid_mid, bw.norm2_w,
+                      bw.norm2_b, BT, D);
+    linear_forward(fc1, ln2, bw.fc1_w, nullptr, BT, D, M);
+    bias_gelu_forward(fc2_in, fc1, bw.fc1_b, BT, M);
+    dropout_forward(fc2_in, at(a.gelu_mask, TM), fc2_in, int64_t(BT) * M, p, key(kSiteGelu),
                     first_tm);
-    linear_forward(branch, a.fc2_in, bw.fc2_w, fuse_bias ? nullptr : bw.fc2_b, BT, M, D);
-    dropout_forward(branch, a.fc2_mask, branch, int64_t(BT) * D, p, key(kSiteFc2),
+    linear_forward(branch, fc2_in, bw.fc2_w, fuse_bias ? nullptr : bw.fc2_b, BT, M, D);
+    dropout_forward(branch, at(a.fc2_mask, TD), branch, int64_t(BT) * D, p, key(kSiteFc2),
                     first_td);
-    residual_add(x_next, a.resid_mid, branch, fuse_bias ? bw.fc2_b : nullptr, BT, D);
+    residual_add(x_next, resid_mid, branch, fuse_bias ? bw.fc2_b : nullptr, BT, D);
   }
 
   // The head reads one row per image, the CLS token's or the mean of all tokens, so the
   // final LayerNorm runs on those rows alone.
-  const float* last = acts.x_final;
+  const float* last = at(acts.x_final, TD);
+  float* pooled = at(acts.pooled, D);
   if (c.has_cls_token())
-    for (int b = 0; b < B; ++b)
-      std::copy_n(last + int64_t(b) * T * D, D, acts.pooled + int64_t(b) * D);
+    for (int b = 0; b < Bn; ++b) std::copy_n(last + int64_t(b) * TD, D, pooled + int64_t(b) * D);
   else
-    mean_pool_forward(acts.pooled, last, B, T, D);
-  layernorm_forward(acts.pooled_norm, acts.pooled_mean, acts.pooled_rstd,
-                    acts.pooled, w.norm_w, w.norm_b, B, D);
-  linear_forward(acts.logits, acts.pooled_norm, w.head_w, w.head_b, B, D, K);
-  acts.forward_batch = B;
-  acts.forward_was_training = training;
+    mean_pool_forward(pooled, last, Bn, T, D);
+  float* pooled_norm = at(acts.pooled_norm, D);
+  layernorm_forward(pooled_norm, at(acts.pooled_mean, 1), at(acts.pooled_rstd, 1), pooled,
+                    w.norm_w, w.norm_b, Bn, D);
+  linear_forward(at(acts.logits, K), pooled_norm, w.head_w, w.head_b, Bn, D, K);
 }
 
-void vit_backward(ViT& model, Activations& acts, int B) {
+void vit_forward(const ViT& model, Activations& acts, const float* images, int B, bool training,
+                 uint64_t dropout_key, int first_sample) {
   const ModelConfig& c = model.config;
-  const ViTParams& w = model.w;
-  ViTParams& g = model.g;
-  const int T = c.tokens(), N = c.patches(), D = c.dim, M = c.mlp_dim, H = c.heads;
-  const int K = c.num_classes;
-  const int BT = B * T;
-  const int64_t BTD = int64_t(BT) * D, BTM = int64_t(BT) * M;
-  check_backward(model, acts, B);
-  // The backward of the last forward: after an evaluation one, of the model without dropout.
-  const float p = acts.forward_was_training ? c.dropout : 0.0f;
-  const float p_att = acts.forward_was_training ? c.attention_dropout : 0.0f;
+  const float p = training ? c.dropout : 0.0f;
+  const float p_att = training ? c.attention_dropout : 0.0f;
+  check_forward(model, acts, images, B, training);
+  acts.forward_batch = 0;  // until this forward is complete
 
-  // logits = head(LN(pooled)); pooled = the CLS row, or the mean over the tokens
-  zero(acts.dpooled_norm, int64_t(B) * D);
-  linear_backward(acts.dpooled_norm, g.head_w, g.head_b, acts.dlogits,
-                  acts.pooled_norm, w.head_w, B, D, K, acts.ones);
-  zero(acts.dpooled, int64_t(B) * D);
-  layernorm_backward(acts.dpooled, g.norm_w, g.norm_b, acts.dpooled_norm,
-                     acts.pooled, w.norm_w, acts.pooled_mean, acts.pooled_rstd, B,
-                     D, acts.layernorm_partials);
-  float* dx = acts.dresid;
-  zero(dx, BTD);
-  if (c.has_cls_token())
-    for (int b = 0; b < B; ++b)
-      std::copy_n(acts.dpooled + int64_t(b) * D, D, dx + int64_t(b) * T * D);
-  else
-    mean_pool_backward(dx, acts.dpooled, B, T, D);
-
-  for (int l = c.depth - 1; l >= 0; --l) {
-    const BlockParams& bw = w.blocks[size_t(l)];
-    BlockParams& bg = g.blocks[size_t(l)];
-    BlockActivations& a = acts.blocks[size_t(l)];
-
-    // x_next = x_mid + drop(fc2(fc2_in)): dx is d x_next here, and becomes d x_mid below.
-    const float* dfc2_out = through_dropout(acts.dbranch, dx, a.fc2_mask, BTD, p);
-    zero(acts.dfc2_in, BTM);
-    linear_backward(acts.dfc2_in, bg.fc2_w, bg.fc2_b, dfc2_out, a.fc2_in,
-                    bw.fc2_w, BT, M, D, acts.ones);
-    // fc2_in = drop(GELU(fc1))
-    const float* dgelu = through_dropout(acts.dgelu, acts.dfc2_in, a.gelu_mask, BTM, p);
-    zero(acts.dfc1, BTM);
-    gelu_backward(acts.dfc1, a.fc1, dgelu, BTM);
-    // fc1 = linear(LN2(x_mid)); the residual path already carries dx into x_mid.
-    zero(acts.dln, BTD);
-    linear_backward(acts.dln, bg.fc1_w, bg.fc1_b, acts.dfc1, a.ln2,
-                    bw.fc1_w, BT, D, M, acts.ones);
-    layernorm_backward(dx, bg.norm2_w, bg.norm2_b, acts.dln, a.resid_mid,
-                       bw.norm2_w, a.ln2_mean, a.ln2_rstd, BT, D, acts.layernorm_partials);
-
-    // x_mid = x + drop(proj(att_out)): dx becomes d x.
-    const float* dproj_out = through_dropout(acts.dbranch, dx, a.proj_mask, BTD, p);
-    zero(acts.datt_out, BTD);
-    linear_backward(acts.datt_out, bg.proj_w, bg.proj_b, dproj_out, a.att_out,
-                    bw.proj_w, BT, D, D, acts.ones);
-    if (a.att_grad)
-      attention_weights_grad(a.att_grad, acts.datt_out, a.qkv, a.att_mask, B, T, D, H, p_att);
-    zero(acts.dqkv, 3 * BTD);
-    {
-      AttentionTimer timer(acts.profile);
-      const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
-      const AttentionScoreGrad dscore{bg.additive_v, bg.logit_scale, acts.score_grad_pairs};
-      attention_backward(acts.dqkv, dscore, acts.datt_out, a.qkv, a.att, a.att_mask, B, T, D, H,
-                         score, p_att, acts.attention_scratch, acts.attention_slots);
-    }
-    zero(acts.dln, BTD);
-    linear_backward(acts.dln, bg.qkv_w, bg.qkv_b, acts.dqkv, a.ln1, bw.qkv_w, BT, D, 3 * D,
-                    acts.ones);
-    layernorm_backward(dx, bg.norm1_w, bg.norm1_b, acts.dln, a.x, bw.norm1_w, a.ln1_mean,
-                       a.ln1_rstd, BT, D, acts.layernorm_partials);
-  }
-
-  // tokens = [cls;] patch_proj + pos;  patch_proj = linear(patches). A fixed sin-cos table
-  // takes no gradient.
-  float* dpos = c.pos_embed == PosEmbedKind::learned ? g.pos_embed : nullptr;
-  zero(acts.dpatch_proj, int64_t(B) * N * D);
-  if (c.has_cls_token())
-    embed_tokens_backward(acts.dpatch_proj, g.cls_token, dpos, dx, B, N, D);
-  else
-    embed_patch_tokens_backward(acts.dpatch_proj, dpos, dx, B, N, D);
-  linear_backward(nullptr, g.patch_w, g.patch_b, acts.dpatch_proj, acts.patches,
-                  w.patch_w, B * N, c.patch_len(), D, acts.ones);
+  for_each_chunk(B, acts.attention_slots, [&](int b0, int n) {
+    forward_chunk(model, acts, images, b0, n, p, p_att, dropout_key, first_sample);
+  });
+  acts.forward_batch = B;
+  acts.forward_was_training = training;
 }
 
 double vit_forward_flops(const ModelConfig& c) {

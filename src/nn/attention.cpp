@@ -3,9 +3,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <cmath>
 #include <type_traits>
 
+#include "attention_avx512.h"
 #include "attention_tiles.h"
 #include "minivit/nn/dropout.h"
 
@@ -148,12 +151,49 @@ struct QueryRows {
   int ld;
 };
 
+// Whether rows of this head take the register-resident path (attention_avx512.h): a build
+// for AVX-512, a compiled head size, at most 64 tokens, a dot-product score, no attention
+// dropout (whose masks the portable path applies).
+template <int kDh>
+bool in_registers(const Head& hd) {
+#if defined(__AVX512F__)
+  return kDh > 0 && padded_tokens(hd.T) <= 16 * attention_avx512::kMaxVectors &&
+         hd.form != AttentionForm::additive && hd.dropout_p == 0.0f;
+#else
+  (void)hd;
+  return false;
+#endif
+}
+
+// Calls run(V) with V = Tp / 16 a std::integral_constant, for Tp <= 64.
+template <typename Run>
+void dispatch_vectors(int Tp, Run&& run) {
+  switch (Tp / kTile) {
+    case 1: return run(std::integral_constant<int, 1>{});
+    case 2: return run(std::integral_constant<int, 2>{});
+    case 3: return run(std::integral_constant<int, 3>{});
+    default: return run(std::integral_constant<int, 4>{});
+  }
+}
+
 // Rows i0 .. i0+R-1 of one head's forward.
 template <int kDh, int R>
 void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_mask,
                   QueryRows q, const float* v, uint64_t dropout_key, HeadScratch& w) {
   const int T = hd.T, D = hd.D, Dh = kDh ? kDh : hd.Dh, Tp = padded_tokens(T);
   const float* qi = q.rows + int64_t(i0) * q.ld;
+#if defined(__AVX512F__)
+  if constexpr (kDh > 0) {
+    if (in_registers<kDh>(hd)) {
+      float* P = att + hd.att_offset + int64_t(i0) * T;
+      dispatch_vectors(Tp, [&](auto V) {
+        attention_avx512::score_softmax_rows<kDh, V(), R>(P, qi, q.ld, w.kt, hd.scale, T);
+      });
+      rows_times_x<kDh, R>(out + int64_t(i0) * D, D, P, T, v, 3 * D, T, false);
+      return;
+    }
+  }
+#endif
   if (hd.form == AttentionForm::additive)
     additive_rows<kDh, R>(w.score, qi, q.ld, w.kt, hd.additive_v, Tp, Dh);
   else
@@ -177,38 +217,13 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
   rows_times_x_dispatch<kDh, R>(out + int64_t(i0) * D, D, used, T, v, 3 * D, T, Dh, false);
 }
 
-// Rows i0 .. i0+R-1 of one head's backward, down to dS; then into dq and the key, query
-// and parameter gradients by the score function. `dscore` collects this head's share of
-// the score function's parameter gradient.
+// dS (in w.score, R rows of Tp) back through the score function into dq, dK and its
+// parameters.
 template <int kDh, int R>
-void backward_rows(int i0, const Head& hd, float* dq, const float* dout, QueryRows q,
-                   const float* k, const float* att, const uint8_t* att_mask, float* dscore,
-                   HeadScratch& w) {
+void scores_backward(int i0, const Head& hd, float* dq, QueryRows q, const float* k,
+                     float* dscore, HeadScratch& w) {
   const int T = hd.T, D = hd.D, Dh = kDh ? kDh : hd.Dh, Tp = padded_tokens(T);
-  const float* P = att + hd.att_offset + int64_t(i0) * T;
-  const float* dO = dout + int64_t(i0) * D;
   float* g = w.score;
-  rows_times_kt<kDh, R>(g, dO, D, w.kt, 1.0f, Tp, Dh);  // dP' = dO V^T
-  const float* used = P;  // (R, T) like P
-  if (hd.dropout_p > 0.0f) {  // forward: P' = P * mask / (1 - p); dP' -> dP through the mask
-    const float keep_scale = 1.0f / (1.0f - hd.dropout_p);
-    const uint8_t* mask = att_mask + hd.att_offset + int64_t(i0) * T;
-    apply_dropout_mask(w.used, P, mask, int64_t(R) * T, keep_scale);
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < T; ++j)
-        g[r * Tp + j] = mask[r * T + j] ? g[r * Tp + j] * keep_scale : 0.0f;
-    used = w.used;
-  }
-  add_outer<kDh, R>(w.dv, used, T, dO, D, T, Dh);  // dV += P'^T dO
-  for (int r = 0; r < R; ++r) {  // dS = P * (dP - <dP, P>), times the dot product's scale
-    float* gr = g + int64_t(r) * Tp;
-    const float* pr = P + int64_t(r) * T;
-    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-    for (int j = 0; j < T; ++j) dot += gr[j] * pr[j];
-#pragma omp simd
-    for (int j = 0; j < T; ++j) gr[j] = pr[j] * (gr[j] - dot) * hd.scale;
-  }
   const float* qi = q.rows + int64_t(i0) * q.ld;
   switch (hd.form) {
     case AttentionForm::scaled_dot:
@@ -229,6 +244,52 @@ void backward_rows(int i0, const Head& hd, float* dq, const float* dout, QueryRo
                                      w.keys_t, hd.additive_v, Tp, Dh);
       break;
   }
+}
+
+// Rows i0 .. i0+R-1 of one head's backward, down to dS; then into dq and the key, query
+// and parameter gradients by the score function. `dscore` collects this head's share of
+// the score function's parameter gradient.
+template <int kDh, int R>
+void backward_rows(int i0, const Head& hd, float* dq, const float* dout, QueryRows q,
+                   const float* k, const float* att, const uint8_t* att_mask, float* dscore,
+                   HeadScratch& w) {
+  const int T = hd.T, D = hd.D, Dh = kDh ? kDh : hd.Dh, Tp = padded_tokens(T);
+  const float* P = att + hd.att_offset + int64_t(i0) * T;
+  const float* dO = dout + int64_t(i0) * D;
+  float* g = w.score;
+  const float* used = P;  // (R, T) like P
+#if defined(__AVX512F__)
+  if constexpr (kDh > 0) {
+    if (in_registers<kDh>(hd)) {  // dS straight from dO V^T, with P
+      dispatch_vectors(Tp, [&](auto V) {
+        attention_avx512::softmax_backward_rows<kDh, V(), R>(g, dO, D, w.kt, P, hd.scale, T);
+      });
+      add_outer<kDh, R>(w.dv, P, T, dO, D, T, Dh);  // dV += P^T dO
+      return scores_backward<kDh, R>(i0, hd, dq, q, k, dscore, w);
+    }
+  }
+#endif
+  rows_times_kt<kDh, R>(g, dO, D, w.kt, 1.0f, Tp, Dh);  // dP' = dO V^T
+  if (hd.dropout_p > 0.0f) {  // forward: P' = P * mask / (1 - p); dP' -> dP through the mask
+    const float keep_scale = 1.0f / (1.0f - hd.dropout_p);
+    const uint8_t* mask = att_mask + hd.att_offset + int64_t(i0) * T;
+    apply_dropout_mask(w.used, P, mask, int64_t(R) * T, keep_scale);
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < T; ++j)
+        g[r * Tp + j] = mask[r * T + j] ? g[r * Tp + j] * keep_scale : 0.0f;
+    used = w.used;
+  }
+  add_outer<kDh, R>(w.dv, used, T, dO, D, T, Dh);  // dV += P'^T dO
+  for (int r = 0; r < R; ++r) {  // dS = P * (dP - <dP, P>), times the dot product's scale
+    float* gr = g + int64_t(r) * Tp;
+    const float* pr = P + int64_t(r) * T;
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int j = 0; j < T; ++j) dot += gr[j] * pr[j];
+#pragma omp simd
+    for (int j = 0; j < T; ++j) gr[j] = pr[j] * (gr[j] - dot) * hd.scale;
+  }
+  scores_backward<kDh, R>(i0, hd, dq, q, k, dscore, w);
 }
 
 template <int kDh>
@@ -303,32 +364,58 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
     }
 }
 
+// Calls run(kDh) with kDh a std::integral_constant: the head size when it is one compiled
+// for, else 0.
+template <typename Run>
+void dispatch_head_size(int Dh, Run&& run) {
+  switch (Dh) {
+    case 8: return run(std::integral_constant<int, 8>{});
+    case 16: return run(std::integral_constant<int, 16>{});
+    case 32: return run(std::integral_constant<int, 32>{});
+    case 64: return run(std::integral_constant<int, 64>{});
+    default: return run(std::integral_constant<int, 0>{});
+  }
+}
+
+[[noreturn]] void throw_scratch_slots(int slot, int slots) {
+  throw std::logic_error("attention: thread " + std::to_string(slot) + " of a parallel region, but scratch for " +
+                         std::to_string(slots) + " threads");
+}
+
 // Calls per_head(kDh, bh, scratch) for every (batch, head) bh < BH across the thread pool,
 // with kDh a std::integral_constant: the head size when it is one compiled for, else 0.
 // Thread i works in row i of `scratch` (slots rows of attention_scratch_floats(T, Dh)).
 template <typename PerHead>
 void for_each_head(int BH, int T, int Dh, float* scratch, int slots, PerHead&& per_head) {
-  const int threads = std::max(1, std::min(omp_get_max_threads(), slots));
   const int64_t row_floats = attention_scratch_floats(T, Dh);
+  auto prepare = [&](int slot) {
+    HeadScratch w;
+    lay_out_scratch(scratch + slot * row_floats, T, Dh, &w);
+    std::fill_n(w.kt, int64_t(Dh) * padded_tokens(T), 0.0f);  // the padding columns
+    std::fill_n(w.keys_t, int64_t(Dh) * padded_tokens(T), 0.0f);
+    return w;
+  };
+  // Inside a parallel region (a chunk of the batch, vit.cpp) the calling thread runs every
+  // pair in its own slot: the region's threads number at most `slots`.
+  if (omp_in_parallel()) {
+    const int slot = omp_get_thread_num();
+    if (slot >= slots) throw_scratch_slots(slot, slots);
+    auto run_here = [&](auto kDh) {
+      HeadScratch w = prepare(slot);
+      for (int bh = 0; bh < BH; ++bh) per_head(kDh, bh, w);
+    };
+    return dispatch_head_size(Dh, run_here);
+  }
+  const int threads = std::max(1, std::min(omp_get_max_threads(), slots));
   auto run = [&](auto kDh) {
 #pragma omp parallel num_threads(threads)
     {
-      HeadScratch w;
-      float* row = scratch + omp_get_thread_num() * row_floats;
-      lay_out_scratch(row, T, Dh, &w);
-      std::fill_n(w.kt, int64_t(Dh) * padded_tokens(T), 0.0f);  // the padding columns
-      std::fill_n(w.keys_t, int64_t(Dh) * padded_tokens(T), 0.0f);
+      HeadScratch w = prepare(omp_get_thread_num());
 #pragma omp for schedule(static)
       for (int bh = 0; bh < BH; ++bh) per_head(kDh, bh, w);
     }
   };
-  switch (Dh) {
-    case 8: run(std::integral_constant<int, 8>{}); break;
-    case 16: run(std::integral_constant<int, 16>{}); break;
-    case 32: run(std::integral_constant<int, 32>{}); break;
-    case 64: run(std::integral_constant<int, 64>{}); break;
-    default: run(std::integral_constant<int, 0>{}); break;
-  }
+  dispatch_head_size(Dh, run);
 }
 
 }  // namespace
@@ -351,19 +438,37 @@ void attention_backward(float* dqkv, const AttentionScoreGrad& dscore, const flo
                         const float* qkv, const float* att, const uint8_t* att_mask, int B,
                         int T, int D, int H, const AttentionScore& score, float dropout_p,
                         float* scratch, int slots) {
+  attention_backward_pairs(dqkv, dscore, dout, qkv, att, att_mask, B, T, D, H, score, dropout_p,
+                           scratch, slots);
+  attention_add_score_grads(dscore, B, H, D / H, score.form);
+}
+
+static bool has_score_params(AttentionForm form) {
+  return form == AttentionForm::cosine || form == AttentionForm::additive;
+}
+
+void attention_backward_pairs(float* dqkv, const AttentionScoreGrad& dscore, const float* dout,
+                              const float* qkv, const float* att, const uint8_t* att_mask,
+                              int B, int T, int D, int H, const AttentionScore& score,
+                              float dropout_p, float* scratch, int slots) {
   const int Dh = D / H;
-  const bool learned = score.form == AttentionForm::cosine || score.form == AttentionForm::additive;
+  const bool learned = has_score_params(score.form);
   for_each_head(B * H, T, Dh, scratch, slots, [&](auto kDh, int bh, HeadScratch& w) {
     float* share = learned ? dscore.per_pair + int64_t(bh) * Dh : nullptr;
     backward_head<kDh()>(bh, T, D, H, dqkv, share, dout, qkv, att, att_mask, score, dropout_p,
                          w);
   });
+}
+
+void attention_add_score_grads(const AttentionScoreGrad& dscore, int B, int H, int Dh,
+                               AttentionForm form) {
   // Each (batch, head) left its share of the score parameters' gradient in per_pair; they
   // are added in batch order, so the sum does not depend on which thread ran which pair.
-  for (int b = 0; b < B && learned; ++b)
+  if (!has_score_params(form)) return;
+  for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
       const float* share = dscore.per_pair + (int64_t(b) * H + h) * Dh;
-      if (score.form == AttentionForm::cosine)
+      if (form == AttentionForm::cosine)
         dscore.logit_scale[h] += share[0];
       else
         for (int d = 0; d < Dh; ++d) dscore.additive_v[int64_t(h) * Dh + d] += share[d];

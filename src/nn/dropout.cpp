@@ -1,6 +1,7 @@
 #include "minivit/nn/dropout.h"
 
 #include "minivit/core/rng.h"
+#include "minivit/kernels/threads.h"
 
 namespace minivit {
 
@@ -16,12 +17,13 @@ void dropout_forward(float* out, uint8_t* mask, const float* inp, int64_t n, flo
     return;
   }
   const float scale = 1.0f / (1.0f - p);
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
+  for_ranges(n, n > 65536, [&](int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
     const bool keep = dropout_keep(key, first_index + i, p);
     mask[i] = keep;
     out[i] = keep ? inp[i] * scale : 0.0f;
   }
+  });
 }
 
 void dropout_backward(float* dinp, const float* dout, const uint8_t* mask, int64_t n, float p) {
@@ -30,8 +32,9 @@ void dropout_backward(float* dinp, const float* dout, const uint8_t* mask, int64
     return;
   }
   const float scale = 1.0f / (1.0f - p);
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) dinp[i] += mask[i] ? dout[i] * scale : 0.0f;
+  for_ranges(n, n > 65536, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) dinp[i] += mask[i] ? dout[i] * scale : 0.0f;
+  });
 }
 
 }  // namespace minivit

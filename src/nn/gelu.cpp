@@ -1,5 +1,6 @@
 #include "minivit/nn/gelu.h"
 
+#include "minivit/kernels/threads.h"
 #include "minivit/kernels/vecmath.h"
 
 namespace minivit {
@@ -12,8 +13,8 @@ static constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 // inlined ones of vecmath.h, so the loops below run in whole vectors.
 
 void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int M) {
-#pragma omp parallel for schedule(static) if (R * M > 65536)
-  for (int64_t r = 0; r < R; ++r) {
+  for_ranges(R, R * M > 65536, [&](int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
     float* h = pre + r * M;
     float* y = out + r * M;
 #pragma omp simd
@@ -23,16 +24,19 @@ void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int
       y[m] = 0.5f * x * erfc_inline(-x * kInvSqrt2);
     }
   }
+  });
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
+  for_ranges(n, n > 65536, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
     const float x = inp[i];
     const float cdf = 0.5f * erfc_inline(-x * kInvSqrt2);
     const float pdf = kInvSqrt2Pi * exp_nonpositive(-0.5f * x * x);
     dinp[i] += dout[i] * (cdf + x * pdf);
   }
+  });
 }
 
 }  // namespace minivit

@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <cstddef>
+#include <algorithm>
 
 #include "minivit/kernels/gemm.h"
+#include "minivit/kernels/threads.h"
 
 namespace minivit {
 
@@ -14,11 +16,12 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
   float beta = 0.0f;
   if (bias) {
     // Seed every output row with the bias so the product can accumulate onto it.
-#pragma omp parallel for schedule(static) if (int64_t(R) * O > 65536)
-    for (int r = 0; r < R; ++r) {
-      float* row = out + int64_t(r) * O;
-      for (int o = 0; o < O; ++o) row[o] = bias[o];
-    }
+    for_ranges(R, int64_t(R) * O > 65536, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float* row = out + r * O;
+        for (int o = 0; o < O; ++o) row[o] = bias[o];
+      }
+    });
     beta = 1.0f;
   }
   gemm(false, true, R, O, I, 1.0f, inp, I, weight, I, beta, out, O);
@@ -28,12 +31,39 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      const float* inp, const float* weight, int R, int I, int O,
                      const float* ones) {
   // forward: out = inp . W^T + b
-  if (dinp) gemm(false, false, R, I, O, 1.0f, dout, O, weight, I, 1.0f, dinp, I);  // dinp += dout . W
+  if (dinp) linear_backward_input(dinp, dout, weight, R, I, O);
   gemm(true, false, O, I, R, 1.0f, dout, O, inp, I, 1.0f, dweight, I);  // dW += dout^T . inp
   if (dbias) {
     // Column sums of dout as the product ones(1, R) . dout: BLAS reads dout row by row,
     // where a plain loop over columns would stride through memory.
     gemm(true, false, 1, O, R, 1.0f, ones, 1, dout, O, 1.0f, dbias, O);  // db += 1^T . dout
+  }
+}
+
+void linear_backward_input(float* dinp, const float* dout, const float* weight, int R, int I,
+                           int O) {
+  gemm(false, false, R, I, O, 1.0f, dout, O, weight, I, 1.0f, dinp, I);  // dinp += dout . W
+}
+
+// 64: the product kernels' panel width, so a piece's columns are whole panels.
+constexpr int kPieceWidth = 64;
+
+int linear_param_pieces(int I, int O) {
+  return (std::max(I, O) + kPieceWidth - 1) / kPieceWidth;
+}
+
+void linear_backward_params(float* dweight, float* dbias, const float* dout, const float* inp,
+                            int R, int I, int O, const float* ones, int piece) {
+  const int begin = piece * kPieceWidth;
+  if (O >= I) {  // rows [begin, end) of dW and db
+    const int rows = std::min(O, begin + kPieceWidth) - begin;
+    gemm(true, false, rows, I, R, 1.0f, dout + begin, O, inp, I, 1.0f,
+         dweight + int64_t(begin) * I, I);
+    if (dbias) gemm(true, false, 1, rows, R, 1.0f, ones, 1, dout + begin, O, 1.0f, dbias + begin, O);
+  } else {  // columns [begin, end) of dW; db with the first piece
+    const int cols = std::min(I, begin + kPieceWidth) - begin;
+    gemm(true, false, O, cols, R, 1.0f, dout, O, inp + begin, I, 1.0f, dweight + begin, I);
+    if (dbias && piece == 0) gemm(true, false, 1, O, R, 1.0f, ones, 1, dout, O, 1.0f, dbias, O);
   }
 }
 

@@ -2,36 +2,40 @@
 
 #include <cstdint>
 
+#include "minivit/kernels/threads.h"
+
 namespace minivit {
 
 void mean_pool_forward(float* pooled, const float* x, int B, int T, int D) {
   const float count = float(T);
-#pragma omp parallel for schedule(static) if (B >= 16)
-  for (int b = 0; b < B; ++b) {
-    float* out = pooled + int64_t(b) * D;
-    const float* rows = x + int64_t(b) * T * D;
-    for (int d = 0; d < D; ++d) out[d] = 0.0f;
-    for (int t = 0; t < T; ++t) {
-      const float* row = rows + int64_t(t) * D;
+  for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      float* out = pooled + int64_t(b) * D;
+      const float* rows = x + int64_t(b) * T * D;
+      for (int d = 0; d < D; ++d) out[d] = 0.0f;
+      for (int t = 0; t < T; ++t) {
+        const float* row = rows + int64_t(t) * D;
 #pragma omp simd
-      for (int d = 0; d < D; ++d) out[d] += row[d];
+        for (int d = 0; d < D; ++d) out[d] += row[d];
+      }
+      for (int d = 0; d < D; ++d) out[d] /= count;
     }
-    for (int d = 0; d < D; ++d) out[d] /= count;
-  }
+  });
 }
 
 void mean_pool_backward(float* dx, const float* dpooled, int B, int T, int D) {
   const float count = float(T);
-#pragma omp parallel for schedule(static) if (B >= 16)
-  for (int b = 0; b < B; ++b) {
-    const float* dout = dpooled + int64_t(b) * D;
-    float* rows = dx + int64_t(b) * T * D;
-    for (int t = 0; t < T; ++t) {
-      float* row = rows + int64_t(t) * D;
+  for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const float* dout = dpooled + int64_t(b) * D;
+      float* rows = dx + int64_t(b) * T * D;
+      for (int t = 0; t < T; ++t) {
+        float* row = rows + int64_t(t) * D;
 #pragma omp simd
-      for (int d = 0; d < D; ++d) row[d] += dout[d] / count;
+        for (int d = 0; d < D; ++d) row[d] += dout[d] / count;
+      }
     }
-  }
+  });
 }
 
 }  // namespace minivit

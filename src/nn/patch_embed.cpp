@@ -3,41 +3,45 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "minivit/kernels/threads.h"
+
 namespace minivit {
 
 void patchify(float* patches, const float* images, int B, int C, int image_size, int P) {
   const int G = image_size / P;
   const int N = G * G;
   const int patch_len = C * P * P;
-#pragma omp parallel for schedule(static) if (B >= 16)
-  for (int b = 0; b < B; ++b) {
-    for (int gy = 0; gy < G; ++gy)
-      for (int gx = 0; gx < G; ++gx) {
-        float* dst = patches + (int64_t(b) * N + gy * G + gx) * patch_len;
-        for (int c = 0; c < C; ++c)
-          for (int py = 0; py < P; ++py) {
-            const float* src = images + ((int64_t(b) * C + c) * image_size + gy * P + py) * image_size + gx * P;
-            for (int px = 0; px < P; ++px) *dst++ = src[px];
-          }
-      }
-  }
+  for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      for (int gy = 0; gy < G; ++gy)
+        for (int gx = 0; gx < G; ++gx) {
+          float* dst = patches + (int64_t(b) * N + gy * G + gx) * patch_len;
+          for (int c = 0; c < C; ++c)
+            for (int py = 0; py < P; ++py) {
+              const float* src = images + ((int64_t(b) * C + c) * image_size + gy * P + py) * image_size + gx * P;
+              for (int px = 0; px < P; ++px) *dst++ = src[px];
+            }
+        }
+    }
+  });
 }
 
 void embed_tokens_forward(float* tokens, const float* patch_proj, const float* cls_token,
                           const float* pos_embed, int B, int N, int D) {
   const int T = N + 1;
-#pragma omp parallel for schedule(static) if (B >= 16)
-  for (int b = 0; b < B; ++b) {
-    float* out = tokens + int64_t(b) * T * D;
-    const float* proj = patch_proj + int64_t(b) * N * D;
-    if (pos_embed) {
-      for (int i = 0; i < D; ++i) out[i] = cls_token[i] + pos_embed[i];
-      for (int64_t i = 0; i < int64_t(N) * D; ++i) out[D + i] = proj[i] + pos_embed[D + i];
-    } else {
-      std::copy_n(cls_token, D, out);
-      std::copy_n(proj, int64_t(N) * D, out + D);
+  for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      float* out = tokens + int64_t(b) * T * D;
+      const float* proj = patch_proj + int64_t(b) * N * D;
+      if (pos_embed) {
+        for (int i = 0; i < D; ++i) out[i] = cls_token[i] + pos_embed[i];
+        for (int64_t i = 0; i < int64_t(N) * D; ++i) out[D + i] = proj[i] + pos_embed[D + i];
+      } else {
+        std::copy_n(cls_token, D, out);
+        std::copy_n(proj, int64_t(N) * D, out + D);
+      }
     }
-  }
+  });
 }
 
 // Adds the batch's sum of each element of dtokens (B, T, D) over its first `count`
@@ -54,12 +58,13 @@ static void add_batch_sums(float* dsum, const float* dtokens, int B, int64_t TD,
 static void add_patch_rows(float* dpatch_proj, const float* dtokens, int B, int N, int D,
                            int64_t first_patch_row) {
   const int64_t TD = (first_patch_row + N) * int64_t(D);
-#pragma omp parallel for schedule(static) if (B >= 16)
-  for (int b = 0; b < B; ++b) {
-    const float* src = dtokens + b * TD + first_patch_row * D;
-    float* dst = dpatch_proj + int64_t(b) * N * D;
-    for (int64_t i = 0; i < int64_t(N) * D; ++i) dst[i] += src[i];
-  }
+  for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const float* src = dtokens + b * TD + first_patch_row * D;
+      float* dst = dpatch_proj + int64_t(b) * N * D;
+      for (int64_t i = 0; i < int64_t(N) * D; ++i) dst[i] += src[i];
+    }
+  });
 }
 
 void embed_tokens_backward(float* dpatch_proj, float* dcls_token, float* dpos_embed,
@@ -85,15 +90,16 @@ void embed_tokens_backward(float* dpatch_proj, float* dcls_token, float* dpos_em
 void embed_patch_tokens_forward(float* tokens, const float* patch_proj, const float* pos_embed,
                                 int B, int N, int D) {
   const int64_t ND = int64_t(N) * D;
-#pragma omp parallel for schedule(static) if (B >= 16)
-  for (int b = 0; b < B; ++b) {
-    float* out = tokens + b * ND;
-    const float* proj = patch_proj + b * ND;
-    if (pos_embed)
-      for (int64_t i = 0; i < ND; ++i) out[i] = proj[i] + pos_embed[i];
-    else
-      std::copy_n(proj, ND, out);
-  }
+  for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      float* out = tokens + b * ND;
+      const float* proj = patch_proj + b * ND;
+      if (pos_embed)
+        for (int64_t i = 0; i < ND; ++i) out[i] = proj[i] + pos_embed[i];
+      else
+        std::copy_n(proj, ND, out);
+    }
+  });
 }
 
 void embed_patch_tokens_backward(float* dpatch_proj, float* dpos_embed, const float* dtokens,

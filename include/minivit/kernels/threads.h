@@ -1,4 +1,8 @@
 #pragma once
+#include <omp.h>
+
+#include <cstdint>
+
 // The pool of OpenMP threads every parallel loop of minivit runs on, and how work is cut
 // for it: by the machine, never by the thread count, so that results do not depend on
 // train.threads.
@@ -13,5 +17,25 @@ int num_threads();
 // Most blocks a product or a sum over rows is cut into: the machine's core count, whatever
 // the thread count, so the rounding (and a run's weights) does not depend on train.threads.
 int max_work_blocks();
+
+// Calls body(begin, end) on contiguous pieces of [0, n), one per thread of the pool, when
+// `split` holds; else, or when the caller already runs inside a parallel region (vit.cpp
+// takes chunks of the batch through the whole model that way), once on the calling thread:
+// a nested region costs about a microsecond even for a team of one. Only for work whose
+// result does not depend on where the pieces are cut (rows done independently).
+template <class Body>
+void for_ranges(int64_t n, bool split, Body&& body) {
+  if (n <= 0) return;
+  if (!split || n < 2 || omp_in_parallel() || omp_get_max_threads() < 2) {
+    body(int64_t(0), n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+    const int64_t begin = n * t / threads, end = n * (t + 1) / threads;
+    if (end > begin) body(begin, end);
+  }
+}
 
 }  // namespace minivit

@@ -68,9 +68,17 @@ struct Activations {
   float* dlogits;     // (B, K)
   float* dpooled_norm; // (B, D)
   float* dpooled;     // (B, D)
-  float* dresid;      // (B, T, D) gradient of the residual stream, updated in place
-  float* dbranch;     // (B, T, D) gradient of a branch output before its dropout
-  float* dln;         // (B, T, D) gradient of a LayerNorm output
+  // Each block's backward reads the gradient at its output (dresid) and writes the one
+  // between its halves (dresid_mid) and the one at its input (dresid_in); dresid and
+  // dresid_in then trade places. All three stay until the block's weight gradients, which
+  // read them, are done.
+  float* dresid;      // (B, T, D) gradient of the residual stream at a block's output
+  float* dresid_mid;  // (B, T, D) at x_mid
+  float* dresid_in;   // (B, T, D) at the block's input
+  float* dbranch;     // (B, T, D) gradient of the MLP branch's output before its dropout
+  float* dbranch_att; // (B, T, D) the same for the attention branch
+  float* dln;         // (B, T, D) gradient of a LayerNorm output (LN2's in a block)
+  float* dln1;        // (B, T, D) gradient of LN1's output
   float* datt_out;    // (B, T, D)
   float* dqkv;        // (B, T, 3D)
   float* dfc2_in;     // (B, T, M)
@@ -79,7 +87,8 @@ struct Activations {
   float* dpatch_proj; // (B, N, D)
   // The layers' own scratch.
   float* ones;                // (B, T) all 1: bias gradients are the product ones^T . dout
-  float* layernorm_partials;  // LayerNorm backward's per-slice weight-gradient sums
+  float* layernorm_partials;  // (2, ...) LayerNorm backward's per-slice weight-gradient sums,
+                              // one half for each of a block's two LayerNorms
   float* attention_scratch;   // (slots, per-thread size) the attention core's per-thread rows
   float* score_grad_pairs;    // (B, H, Dh) the score parameters' gradient per (batch, head),
                               // additive and cosine forms in training

@@ -51,6 +51,17 @@ void attention_backward(float* dqkv, const AttentionScoreGrad& dscore, const flo
                         int T, int D, int H, const AttentionScore& score, float dropout_p,
                         float* scratch, int slots);
 
+// attention_backward in two halves, for a caller that takes the batch in chunks: the first
+// leaves each (batch, head)'s share of the score parameters' gradient in dscore.per_pair
+// (addressed at the chunk's first pair), the second adds the whole batch's shares in batch
+// order into dscore's parameters (nothing for the dot forms).
+void attention_backward_pairs(float* dqkv, const AttentionScoreGrad& dscore, const float* dout,
+                              const float* qkv, const float* att, const uint8_t* att_mask,
+                              int B, int T, int D, int H, const AttentionScore& score,
+                              float dropout_p, float* scratch, int slots);
+void attention_add_score_grads(const AttentionScoreGrad& dscore, int B, int H, int Dh,
+                               AttentionForm form);
+
 // The gradient at the attention weights themselves, datt (B, H, T, T) = the gradient at
 // att (the softmax, before dropout): (dout_h V_h^T) * mask / (1 - p), overwritten. Not
 // needed for training (attention_backward goes straight through to the scores); kept for

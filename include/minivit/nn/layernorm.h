@@ -15,6 +15,16 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                         const float* inp, const float* weight, const float* mean,
                         const float* rstd, int R, int D, float* partials);
 
+// The same backward in two halves, for a caller that takes the rows in chunks and the
+// weight gradients, which sum over every row, afterwards (vit.cpp); together they compute
+// exactly what layernorm_backward does.
+void layernorm_backward_input(float* dinp, const float* dout, const float* inp,
+                              const float* weight, const float* mean, const float* rstd, int R,
+                              int D);
+void layernorm_backward_params(float* dweight, float* dbias, const float* dout, const float* inp,
+                               const float* mean, const float* rstd, int R, int D,
+                               float* partials);
+
 // Floats of scratch layernorm_backward needs in `partials`: the per-slice sums of the
 // weight gradients (see layernorm.cpp).
 int64_t layernorm_partials_floats(int D);

@@ -13,4 +13,17 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      const float* inp, const float* weight, int R, int I, int O,
                      const float* ones);
 
+// The same backward in two halves, for a caller that takes the rows of a batch in chunks
+// and the weight gradients, which sum over every row, afterwards (vit.cpp):
+//   dinp += dout . W                                       (rows independent)
+//   dW += dout^T . inp, db += 1^T . dout, piece by piece   (each piece one thread's)
+// A piece is a block of up to 64 rows of dW (of 64 columns when I > O: the longer side is
+// cut), with its share of db. Every element sums over the R rows in row order, whatever
+// piece it falls in, so the cut changes no bit.
+void linear_backward_input(float* dinp, const float* dout, const float* weight, int R, int I,
+                           int O);
+int linear_param_pieces(int I, int O);
+void linear_backward_params(float* dweight, float* dbias, const float* dout, const float* inp,
+                            int R, int I, int O, const float* ones, int piece);
+
 }  // namespace minivit

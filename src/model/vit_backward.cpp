@@ -1,0 +1,209 @@
+// The ViT's backward: block by block, the rows of the batch in chunks, then the block's
+// weight gradients in pieces (see vit_passes.h).
+#include <algorithm>
+#include <cstring>
+
+#include "minivit/core/error.h"
+#include "minivit/model/vit.h"
+#include "minivit/nn/attention.h"
+#include "minivit/nn/gelu.h"
+#include "minivit/nn/layernorm.h"
+#include "minivit/nn/linear.h"
+#include "minivit/nn/mean_pool.h"
+#include "minivit/nn/patch_embed.h"
+#include "vit_passes.h"
+
+namespace minivit {
+
+using namespace vit_passes;
+
+static void check_backward(const ViT& model, const Activations& acts, int B) {
+  if (!acts.training)
+    throw Error("vit_backward: the activations were built for evaluation, not training");
+  if (!built_for(acts.config, model.config))
+    throw Error("vit_backward: the activations were built for another model");
+  if (acts.forward_batch != B)
+    throw Error("vit_backward: needs a vit_forward of batch " + std::to_string(B) +
+                " first (the last forward was " +
+                (acts.forward_batch == 0
+                     ? std::string("none")
+                     : std::string(acts.forward_was_training ? "a training" : "an evaluation") +
+                           " one of batch " + std::to_string(acts.forward_batch)) +
+                ")");
+}
+
+// The backward of images [b0, b0 + n) through block l, down to the gradient at the
+// block's input: everything whose rows are independent. The weight gradients, which sum
+// over the whole batch, are block_param_grads' below.
+static void block_backward_rows(const ViT& model, Activations& acts, int l, int b0, int n,
+                                float p, float p_att, const float* d_out, float* d_mid,
+                                float* d_in) {
+  const ModelConfig& c = model.config;
+  const BlockParams& bw = model.w.blocks[size_t(l)];
+  const BlockActivations& a = acts.blocks[size_t(l)];
+  const int T = c.tokens(), D = c.dim, M = c.mlp_dim, H = c.heads;
+  const int64_t TD = int64_t(T) * D, TM = int64_t(T) * M, HTT = int64_t(H) * T * T;
+  const int BT = n * T;
+  const int64_t BTD = int64_t(BT) * D, BTM = int64_t(BT) * M;
+  auto at = [b0](auto* buffer, int64_t per_image) {
+    return buffer ? buffer + b0 * per_image : buffer;
+  };
+  d_out = at(d_out, TD);
+  d_mid = at(d_mid, TD);
+  d_in = at(d_in, TD);
+  float *dfc2_in = at(acts.dfc2_in, TM), *dfc1 = at(acts.dfc1, TM);
+  float *dln2 = at(acts.dln, TD), *dln1 = at(acts.dln1, TD);
+  float *datt_out = at(acts.datt_out, TD), *dqkv = at(acts.dqkv, 3 * TD);
+
+  // x_next = x_mid + drop(fc2(fc2_in)): d_out is d x_next.
+  const float* dfc2_out = through_dropout(at(acts.dbranch, TD), d_out, at(a.fc2_mask, TD), BTD, p);
+  zero(dfc2_in, BTM);
+  linear_backward_input(dfc2_in, dfc2_out, bw.fc2_w, BT, M, D);
+  // fc2_in = drop(GELU(fc1))
+  const float* dgelu = through_dropout(at(acts.dgelu, TM), dfc2_in, at(a.gelu_mask, TM), BTM, p);
+  zero(dfc1, BTM);
+  gelu_backward(dfc1, at(a.fc1, TM), dgelu, BTM);
+  // fc1 = linear(LN2(x_mid)); the residual path carries d_out into x_mid.
+  zero(dln2, BTD);
+  linear_backward_input(dln2, dfc1, bw.fc1_w, BT, D, M);
+  std::copy_n(d_out, BTD, d_mid);
+  layernorm_backward_input(d_mid, dln2, at(a.resid_mid, TD), bw.norm2_w, at(a.ln2_mean, T),
+                           at(a.ln2_rstd, T), BT, D);
+
+  // x_mid = x + drop(proj(att_out))
+  const float* dproj_out =
+      through_dropout(at(acts.dbranch_att, TD), d_mid, at(a.proj_mask, TD), BTD, p);
+  zero(datt_out, BTD);
+  linear_backward_input(datt_out, dproj_out, bw.proj_w, BT, D, D);
+  const float* qkv = at(a.qkv, 3 * TD);
+  const uint8_t* att_mask = at(a.att_mask, HTT);
+  if (a.att_grad)
+    attention_weights_grad(at(a.att_grad, HTT), datt_out, qkv, att_mask, n, T, D, H, p_att);
+  zero(dqkv, 3 * BTD);
+  {
+    AttentionTimer timer(acts.profile);
+    const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
+    const AttentionScoreGrad dscore{nullptr, nullptr,
+                                    at(acts.score_grad_pairs, int64_t(H) * c.head_dim())};
+    attention_backward_pairs(dqkv, dscore, datt_out, qkv, at(a.att, HTT), att_mask, n, T, D, H,
+                             score, p_att, acts.attention_scratch, acts.attention_slots);
+  }
+  zero(dln1, BTD);
+  linear_backward_input(dln1, dqkv, bw.qkv_w, BT, D, 3 * D);
+  std::copy_n(d_mid, BTD, d_in);
+  layernorm_backward_input(d_in, dln1, at(a.x, TD), bw.norm1_w, at(a.ln1_mean, T),
+                           at(a.ln1_rstd, T), BT, D);
+}
+
+// Block l's weight gradients from the whole batch's rows that block_backward_rows left,
+// as a list of pieces of about equal work (linear.h) that threads take one at a time; each
+// piece sums over the batch in row order, so which thread takes it changes no bit.
+static void block_param_grads(ViT& model, Activations& acts, int l, int B, float p,
+                              const float* d_out, const float* d_mid) {
+  const ModelConfig& c = model.config;
+  BlockParams& bg = model.g.blocks[size_t(l)];
+  const BlockActivations& a = acts.blocks[size_t(l)];
+  const int T = c.tokens(), D = c.dim, M = c.mlp_dim, H = c.heads, BT = B * T;
+  const float* dfc2_out = p > 0.0f ? acts.dbranch : d_out;
+  const float* dproj_out = p > 0.0f ? acts.dbranch_att : d_mid;
+  struct Layer {
+    float *dweight, *dbias;
+    const float *dout, *inp;
+    int I, O;
+  };
+  const Layer layers[] = {{bg.fc2_w, bg.fc2_b, dfc2_out, a.fc2_in, M, D},
+                          {bg.fc1_w, bg.fc1_b, acts.dfc1, a.ln2, D, M},
+                          {bg.proj_w, bg.proj_b, dproj_out, a.att_out, D, D},
+                          {bg.qkv_w, bg.qkv_b, acts.dqkv, a.ln1, D, 3 * D}};
+  constexpr int kLayers = 4;
+  int first_piece[kLayers + 1] = {0};
+  for (int i = 0; i < kLayers; ++i)
+    first_piece[i + 1] = first_piece[i] + linear_param_pieces(layers[i].I, layers[i].O);
+  // The linear layers' pieces, then the two LayerNorms and the score parameters.
+  const int pieces = first_piece[kLayers] + 3;
+  float* partials = acts.layernorm_partials;
+  const int64_t partial_floats = layernorm_partials_floats(D);
+  auto run_piece = [&](int piece) {
+    if (piece < first_piece[kLayers]) {
+      int i = 0;
+      while (piece >= first_piece[i + 1]) ++i;
+      const Layer& L = layers[i];
+      linear_backward_params(L.dweight, L.dbias, L.dout, L.inp, BT, L.I, L.O, acts.ones,
+                             piece - first_piece[i]);
+      return;
+    }
+    switch (piece - first_piece[kLayers]) {
+      case 0:
+        layernorm_backward_params(bg.norm2_w, bg.norm2_b, acts.dln, a.resid_mid, a.ln2_mean,
+                                  a.ln2_rstd, BT, D, partials);
+        break;
+      case 1:
+        layernorm_backward_params(bg.norm1_w, bg.norm1_b, acts.dln1, a.x, a.ln1_mean,
+                                  a.ln1_rstd, BT, D, partials + partial_floats);
+        break;
+      case 2:
+        attention_add_score_grads({bg.additive_v, bg.logit_scale, acts.score_grad_pairs}, B, H,
+                                  c.head_dim(), c.attention);
+        break;
+    }
+  };
+  const int threads = std::min(num_threads(), pieces);
+  if (threads > 1) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int piece = 0; piece < pieces; ++piece) run_piece(piece);
+  } else {
+    for (int piece = 0; piece < pieces; ++piece) run_piece(piece);
+  }
+}
+
+void vit_backward(ViT& model, Activations& acts, int B) {
+  const ModelConfig& c = model.config;
+  const ViTParams& w = model.w;
+  ViTParams& g = model.g;
+  const int T = c.tokens(), N = c.patches(), D = c.dim;
+  const int K = c.num_classes;
+  const int64_t BTD = int64_t(B) * T * D;
+  check_backward(model, acts, B);
+  // The backward of the last forward: after an evaluation one, of the model without dropout.
+  const float p = acts.forward_was_training ? c.dropout : 0.0f;
+  const float p_att = acts.forward_was_training ? c.attention_dropout : 0.0f;
+
+  // logits = head(LN(pooled)); pooled = the CLS row, or the mean over the tokens
+  zero(acts.dpooled_norm, int64_t(B) * D);
+  linear_backward(acts.dpooled_norm, g.head_w, g.head_b, acts.dlogits,
+                  acts.pooled_norm, w.head_w, B, D, K, acts.ones);
+  zero(acts.dpooled, int64_t(B) * D);
+  layernorm_backward(acts.dpooled, g.norm_w, g.norm_b, acts.dpooled_norm,
+                     acts.pooled, w.norm_w, acts.pooled_mean, acts.pooled_rstd, B,
+                     D, acts.layernorm_partials);
+  float* d_out = acts.dresid;
+  float* d_in = acts.dresid_in;
+  zero(d_out, BTD);
+  if (c.has_cls_token())
+    for (int b = 0; b < B; ++b)
+      std::copy_n(acts.dpooled + int64_t(b) * D, D, d_out + int64_t(b) * T * D);
+  else
+    mean_pool_backward(d_out, acts.dpooled, B, T, D);
+
+  for (int l = c.depth - 1; l >= 0; --l) {
+    for_each_chunk(B, acts.attention_slots, [&](int b0, int n) {
+      block_backward_rows(model, acts, l, b0, n, p, p_att, d_out, acts.dresid_mid, d_in);
+    });
+    block_param_grads(model, acts, l, B, p, d_out, acts.dresid_mid);
+    std::swap(d_out, d_in);  // the gradient at this block's input is the next one's output
+  }
+  const float* dx = d_out;
+
+  // tokens = [cls;] patch_proj + pos;  patch_proj = linear(patches). A fixed sin-cos table
+  // takes no gradient.
+  float* dpos = c.pos_embed == PosEmbedKind::learned ? g.pos_embed : nullptr;
+  zero(acts.dpatch_proj, int64_t(B) * N * D);
+  if (c.has_cls_token())
+    embed_tokens_backward(acts.dpatch_proj, g.cls_token, dpos, dx, B, N, D);
+  else
+    embed_patch_tokens_backward(acts.dpatch_proj, dpos, dx, B, N, D);
+  linear_backward(nullptr, g.patch_w, g.patch_b, acts.dpatch_proj, acts.patches,
+                  w.patch_w, B * N, c.patch_len(), D, acts.ones);
+}
+
+}  // namespace minivit

@@ -1,0 +1,89 @@
+#pragma once
+// What vit.cpp (forward) and vit_backward.cpp share: the cut of a batch into chunks and the
+// small passes between layers. Internal to src/model.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+
+#include "minivit/kernels/threads.h"
+#include "minivit/model/activations.h"
+#include "minivit/nn/dropout.h"
+
+namespace minivit::vit_passes {
+
+// Images per chunk: forward and backward take the batch through the model in chunks, each
+// through a whole block on one thread, its (400, 3D) qkv and (400, M) hidden rows staying
+// in L2 between the layers that write and read them, and one parallel region serves a
+// whole pass (forward) or block (backward) instead of one per layer: each cost a barrier,
+// and about 10% of a step's samples were libgomp's waits. The cut is fixed, never the
+// thread count's, so the rounding is the same on any number of threads.
+constexpr int kChunkImages = 8;
+
+// Calls chunk(b0, n) for the chunks of a batch of B: across the pool when there are at
+// least as many chunks as threads (and at most `slots` threads, the attention core's
+// scratch), else one after another, each chunk's layers then splitting their rows.
+template <class Chunk>
+void for_each_chunk(int B, int slots, Chunk&& chunk) {
+  const int chunks = (B + kChunkImages - 1) / kChunkImages;
+  auto run = [&](int i) {
+    const int b0 = i * kChunkImages;
+    chunk(b0, std::min(kChunkImages, B - b0));
+  };
+  const int threads = std::min(num_threads(), slots);
+  if (threads > 1 && chunks >= num_threads()) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int i = 0; i < chunks; ++i) run(i);
+  } else {
+    for (int i = 0; i < chunks; ++i) run(i);
+  }
+}
+
+// Clears a gradient buffer that backward then adds into: megabytes per layer, so both
+// cores share the pass (one core's memset left the other waiting for about 5% of a step).
+inline void zero(float* p, int64_t n) {
+  constexpr int64_t kChunk = 1 << 16;  // floats per piece: 256 KB
+  for_ranges(n, n > kChunk, [&](int64_t begin, int64_t end) {
+    std::memset(p + begin, 0, size_t(end - begin) * sizeof(float));
+  });
+}
+
+// The gradient at a dropout's input from the one at its output: `dout` itself when p == 0
+// (dropout is then the identity), else `scratch`, filled with dout * mask / (1 - p).
+inline const float* through_dropout(float* scratch, const float* dout, const uint8_t* mask,
+                                    int64_t n, float p) {
+  if (p == 0.0f) return dout;
+  zero(scratch, n);
+  dropout_backward(scratch, dout, mask, n, p);
+  return scratch;
+}
+
+// Adds the time of a scope to a profile's attention_seconds, when there is a profile: the
+// first thread's time where the batch runs in chunks on several, an estimate of the share.
+struct AttentionTimer {
+  StepProfile* profile;
+  std::chrono::steady_clock::time_point start;
+  explicit AttentionTimer(StepProfile* p) : profile(omp_get_thread_num() == 0 ? p : nullptr) {
+    if (profile) start = std::chrono::steady_clock::now();
+  }
+  ~AttentionTimer() {
+    if (profile)
+      profile->attention_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+};
+
+// Whether activations built for `built` hold every buffer a model of config `c` uses.
+inline bool built_for(const ModelConfig& built, const ModelConfig& c) {
+  return built.image_size == c.image_size && built.channels == c.channels &&
+         built.patch_size == c.patch_size && built.dim == c.dim && built.depth == c.depth &&
+         built.heads == c.heads && built.mlp_dim == c.mlp_dim &&
+         built.num_classes == c.num_classes && built.attention == c.attention &&
+         built.pool == c.pool &&
+         (built.dropout > 0.0f) == (c.dropout > 0.0f) &&
+         (built.attention_dropout > 0.0f) == (c.attention_dropout > 0.0f);
+}
+
+}  // namespace minivit::vit_passes
