@@ -188,3 +188,29 @@ TEST_CASE("training is deterministic for a seed and thread count", "[model][trai
   };
   CHECK(run() == run());
 }
+
+// The forward takes a batch in chunks of images, across the threads when there are enough
+// (vit_passes.h); no image's result may depend on its neighbours or on the cut.
+TEST_CASE("each image's logits in a batch of 20 are those it gets alone", "[model]") {
+  ModelConfig c = tiny_model_config();
+  c.image_size = 28;
+  c.channels = 1;
+  c.patch_size = 4;  // 50 tokens
+  c.dim = 64;
+  c.heads = 4;
+  c.mlp_dim = 128;
+  ViT model(c);
+  model.init(5);
+  const int B = 20;
+  const int64_t image_len = int64_t(c.image_size) * c.image_size;
+  auto images = random_vector(size_t(B * image_len), 1.0f, 77);
+  Activations batch(c, B, false);
+  vit_forward(model, batch, images.data(), B, false, 0);
+  Activations alone(c, 1, false);
+  for (int b = 0; b < B; ++b) {
+    vit_forward(model, alone, images.data() + b * image_len, 1, false, 0);
+    for (int k = 0; k < c.num_classes; ++k)
+      CHECK(batch.logits[b * c.num_classes + k] ==
+            Approx(alone.logits[k]).epsilon(1e-5).margin(1e-6));
+  }
+}

@@ -183,6 +183,19 @@ TEST_CASE("attention with a compiled head size: backward matches finite differen
   }
 }
 
+// Without attention dropout, AVX-512 builds keep a row's scores in registers from the
+// product through the softmax (one to four vectors for up to 64 tokens); past 64 tokens the
+// portable loops take over. Each count of vectors, and the edge, against the differences.
+TEST_CASE("attention over 20, 40, 50, 64 and 65 tokens: backward matches finite differences",
+          "[layers][attention][grad]") {
+  for (AttentionForm form : kForms)
+    for (int T : {20, 40, 50, 64, 65}) {
+      SECTION(std::string(name_of(form)) + ", " + std::to_string(T) + " tokens") {
+        check_attention(form, 0.0f, 1, T, 32, 2);
+      }
+    }
+}
+
 TEST_CASE("attention forward equals softmax(e) v per head, for every score form",
           "[layers][attention]") {
   for (AttentionForm form : kForms) {
