@@ -57,24 +57,20 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
 
   // x_next = x_mid + drop(fc2(fc2_in)): d_out is d x_next.
   const float* dfc2_out = through_dropout(at(acts.dbranch, TD), d_out, at(a.fc2_mask, TD), BTD, p);
-  zero(dfc2_in, BTM);
-  linear_backward_input(dfc2_in, dfc2_out, bw.fc2_w, BT, M, D);
+  linear_backward_input(dfc2_in, dfc2_out, bw.fc2_w, BT, M, D, false);
   // fc2_in = drop(GELU(fc1))
   const float* dgelu = through_dropout(at(acts.dgelu, TM), dfc2_in, at(a.gelu_mask, TM), BTM, p);
   zero(dfc1, BTM);
   gelu_backward(dfc1, at(a.fc1, TM), dgelu, BTM);
   // fc1 = linear(LN2(x_mid)); the residual path carries d_out into x_mid.
-  zero(dln2, BTD);
-  linear_backward_input(dln2, dfc1, bw.fc1_w, BT, D, M);
-  std::copy_n(d_out, BTD, d_mid);
+  linear_backward_input(dln2, dfc1, bw.fc1_w, BT, D, M, false);
   layernorm_backward_input(d_mid, dln2, at(a.resid_mid, TD), bw.norm2_w, at(a.ln2_mean, T),
-                           at(a.ln2_rstd, T), BT, D);
+                           at(a.ln2_rstd, T), BT, D, d_out);
 
   // x_mid = x + drop(proj(att_out))
   const float* dproj_out =
       through_dropout(at(acts.dbranch_att, TD), d_mid, at(a.proj_mask, TD), BTD, p);
-  zero(datt_out, BTD);
-  linear_backward_input(datt_out, dproj_out, bw.proj_w, BT, D, D);
+  linear_backward_input(datt_out, dproj_out, bw.proj_w, BT, D, D, false);
   const float* qkv = at(a.qkv, 3 * TD);
   const uint8_t* att_mask = at(a.att_mask, HTT);
   if (a.att_grad)
@@ -88,11 +84,9 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
     attention_backward_pairs(dqkv, dscore, datt_out, qkv, at(a.att, HTT), att_mask, n, T, D, H,
                              score, p_att, acts.attention_scratch, acts.attention_slots);
   }
-  zero(dln1, BTD);
-  linear_backward_input(dln1, dqkv, bw.qkv_w, BT, D, 3 * D);
-  std::copy_n(d_mid, BTD, d_in);
+  linear_backward_input(dln1, dqkv, bw.qkv_w, BT, D, 3 * D, false);
   layernorm_backward_input(d_in, dln1, at(a.x, TD), bw.norm1_w, at(a.ln1_mean, T),
-                           at(a.ln1_rstd, T), BT, D);
+                           at(a.ln1_rstd, T), BT, D, d_mid);
 }
 
 // Block l's weight gradients from the whole batch's rows that block_backward_rows left,

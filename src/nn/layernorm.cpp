@@ -38,11 +38,12 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
 // Rows [begin, end): dinp += the gradient through the normalisation.
 static void backward_input_rows(float* dinp, const float* dout, const float* inp,
                                 const float* weight, const float* mean, const float* rstd,
-                                int64_t begin, int64_t end, int D) {
+                                int64_t begin, int64_t end, int D, const float* dinp_base) {
   for (int64_t r = begin; r < end; ++r) {
     const float* x = inp + r * D;
     const float* dy = dout + r * D;
     float* dx = dinp + r * D;
+    const float* base = dinp_base ? dinp_base + r * D : dx;
     const float m = mean[r], s = rstd[r];
     // xhat = (x - m) * s;  dxhat = dy * weight
     float mean_dxhat = 0.0f, mean_dxhat_xhat = 0.0f;
@@ -57,16 +58,16 @@ static void backward_input_rows(float* dinp, const float* dout, const float* inp
     mean_dxhat_xhat /= D;
     for (int i = 0; i < D; ++i) {
       const float xhat = (x[i] - m) * s;
-      dx[i] += s * (dy[i] * weight[i] - mean_dxhat - xhat * mean_dxhat_xhat);
+      dx[i] = base[i] + s * (dy[i] * weight[i] - mean_dxhat - xhat * mean_dxhat_xhat);
     }
   }
 }
 
 void layernorm_backward_input(float* dinp, const float* dout, const float* inp,
                               const float* weight, const float* mean, const float* rstd, int R,
-                              int D) {
+                              int D, const float* dinp_base) {
   for_ranges(R, int64_t(R) * D > 32768, [&](int64_t begin, int64_t end) {
-    backward_input_rows(dinp, dout, inp, weight, mean, rstd, begin, end, D);
+    backward_input_rows(dinp, dout, inp, weight, mean, rstd, begin, end, D, dinp_base);
   });
 }
 

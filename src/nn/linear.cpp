@@ -41,8 +41,9 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
 }
 
 void linear_backward_input(float* dinp, const float* dout, const float* weight, int R, int I,
-                           int O) {
-  gemm(false, false, R, I, O, 1.0f, dout, O, weight, I, 1.0f, dinp, I);  // dinp += dout . W
+                           int O, bool add_into) {
+  // dinp (+)= dout . W
+  gemm(false, false, R, I, O, 1.0f, dout, O, weight, I, add_into ? 1.0f : 0.0f, dinp, I);
 }
 
 // 64: the product kernels' panel width, so a piece's columns are whole panels.

@@ -18,9 +18,11 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 // The same backward in two halves, for a caller that takes the rows in chunks and the
 // weight gradients, which sum over every row, afterwards (vit.cpp); together they compute
 // exactly what layernorm_backward does.
+// With dinp_base given, dinp = dinp_base + the gradient (a residual stream's gradient
+// carried past the LayerNorm in the same pass) instead of dinp += the gradient.
 void layernorm_backward_input(float* dinp, const float* dout, const float* inp,
                               const float* weight, const float* mean, const float* rstd, int R,
-                              int D);
+                              int D, const float* dinp_base = nullptr);
 void layernorm_backward_params(float* dweight, float* dbias, const float* dout, const float* inp,
                                const float* mean, const float* rstd, int R, int D,
                                float* partials);

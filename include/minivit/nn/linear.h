@@ -20,8 +20,10 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // A piece is a block of up to 64 rows of dW (of 64 columns when I > O: the longer side is
 // cut), with its share of db. Every element sums over the R rows in row order, whatever
 // piece it falls in, so the cut changes no bit.
+// With add_into false it sets dinp instead, sparing the clearing pass a scratch gradient
+// would need (the same bits: the sum plus zero).
 void linear_backward_input(float* dinp, const float* dout, const float* weight, int R, int I,
-                           int O);
+                           int O, bool add_into = true);
 int linear_param_pieces(int I, int O);
 void linear_backward_params(float* dweight, float* dbias, const float* dout, const float* inp,
                             int R, int I, int O, const float* ones, int piece);
