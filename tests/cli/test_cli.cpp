@@ -418,6 +418,12 @@ TEST_CASE("bench reports single-image latency, and --latency-images sets or skip
     CHECK_FALSE(j.contains("latency_p99_ms"));
   }
 
+  SECTION("--help names the option") {
+    const RunResult r = run_minivit("bench --help");
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Contains("--latency-images") && Contains("99th percentile"));
+  }
+
   SECTION("a negative count is an error naming the option, before any work, and no JSON") {
     const RunResult r = run_minivit(args + " --latency-images -1");
     CHECK(r.exit_code == 1);
