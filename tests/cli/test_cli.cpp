@@ -5,8 +5,8 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
