@@ -1,6 +1,7 @@
 // `minivit bench`: training and evaluation throughput at a config's shapes, on synthetic
 // data (no dataset needed), with the FLOP rate against the sgemm rate measured in the
-// same run, so figures from different machines can be compared as ratios.
+// same run, so figures from different machines can be compared as ratios; and the latency
+// of one image on one thread, the figure an embedded user waits for.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -47,9 +48,46 @@ static double measure_sgemm_gflops(int M, int N, int K) {
   return 2.0 * M * N * K * reps / seconds_since(t0) / 1e9;
 }
 
+// Single-image latency, as an embedded user meets it: batch 1 on one thread, each forward
+// timed on its own. The images cycle through a set of different ones, so the figure is not
+// that of one input held in cache.
+struct Latency {
+  double median_ms = 0.0, p99_ms = 0.0;
+};
+
+static constexpr int kLatencyImageSet = 64;  // distinct synthetic images cycled through
+static constexpr int kLatencyWarmup = 100;   // untimed forwards first
+
+static Latency measure_latency(const ViT& model, int n) {
+  const ModelConfig& mc = model.config;
+  const int64_t image_len = int64_t(mc.channels) * mc.image_size * mc.image_size;
+  std::vector<float> images(size_t(kLatencyImageSet * image_len));
+  for (size_t i = 0; i < images.size(); ++i) images[i] = float(rng_normal(5, i));
+  Activations acts(mc, 1, false);
+  auto forward = [&](int i) {
+    vit_forward(model, acts, images.data() + (i % kLatencyImageSet) * image_len, 1, false, 0);
+  };
+  for (int i = 0; i < kLatencyWarmup; ++i) forward(i);
+  std::vector<double> ms(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = Clock::now();
+    forward(i);
+    ms[size_t(i)] = 1e3 * seconds_since(t0);
+  }
+  std::sort(ms.begin(), ms.end());
+  Latency result;
+  result.median_ms = n % 2 ? ms[size_t(n / 2)] : 0.5 * (ms[size_t(n / 2 - 1)] + ms[size_t(n / 2)]);
+  // The 99th percentile by nearest rank: the ceil(0.99 n)-th smallest time.
+  result.p99_ms = ms[size_t((99 * int64_t(n) + 99) / 100 - 1)];
+  return result;
+}
+
 int run_bench(const BenchOptions& opt) {
   Config config = load_config(opt.config_path, opt.sets);
   if (opt.steps < 1) throw Error("--steps: must be at least 1, got " + std::to_string(opt.steps));
+  if (opt.latency_images < 0)
+    throw Error("--latency-images: must be 0 (skip the latency measurement) or more, got " +
+                std::to_string(opt.latency_images));
   const int threads = set_num_threads(config.train.threads);
   const ModelConfig& mc = config.model;
   const int B = config.train.batch_size, K = mc.num_classes;
@@ -96,6 +134,19 @@ int run_bench(const BenchOptions& opt) {
   for (int s = 0; s < opt.steps; ++s) eval_batch();
   const double eval_s = seconds_since(t0);
 
+  // Latency on one thread, then the bench's thread count again for the sgemm rate.
+  Latency latency;
+  if (opt.latency_images > 0) {
+    set_num_threads(1);
+    try {
+      latency = measure_latency(model, opt.latency_images);
+    } catch (...) {
+      set_num_threads(threads);
+      throw;
+    }
+    set_num_threads(threads);
+  }
+
   const double sgemm = measure_sgemm_gflops(B * mc.tokens(), 3 * mc.dim, mc.dim);
   // OpenBLAS on the same product, for scale, when minivit's own kernels are in use.
   const GemmKernels in_use = gemm_kernels();
@@ -117,6 +168,9 @@ int run_bench(const BenchOptions& opt) {
               train_gflops, 100 * train_gflops / sgemm, 1e3 * train_s / opt.steps);
   std::printf("eval   %8.1f img/s  %6.1f GFLOP/s  (%4.1f%% of sgemm)  %.2f ms/batch\n", eval_ips,
               eval_gflops, 100 * eval_gflops / sgemm, 1e3 * eval_s / opt.steps);
+  if (opt.latency_images > 0)
+    std::printf("latency  batch 1, 1 thread: median %.3f ms, p99 %.3f ms over %d images (forward only)\n",
+                latency.median_ms, latency.p99_ms, opt.latency_images);
   std::printf("sgemm  %6.1f GFLOP/s at (%d x %d x %d); %.1f MFLOP/image train, %.1f forward\n",
               sgemm, B * mc.tokens(), 3 * mc.dim, mc.dim, vit_train_flops(mc) / 1e6,
               vit_forward_flops(mc) / 1e6);
@@ -149,6 +203,11 @@ int run_bench(const BenchOptions& opt) {
                         {"blas_kernels", blas_kernel_name()},
                         {"peak_rss_mb", peak_rss_mb},
                         {"config", opt.config_path}};
+    j["latency_images"] = opt.latency_images;  // 0: not measured, and no latency figures
+    if (opt.latency_images > 0) {
+      j["latency_median_ms"] = latency.median_ms;
+      j["latency_p99_ms"] = latency.p99_ms;
+    }
     write_file_atomic(opt.json_path, j.dump(2) + "\n");
   }
   return 0;

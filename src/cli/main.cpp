@@ -104,16 +104,23 @@ int main(int argc, char** argv) {
 
   minivit::BenchOptions bench;
   CLI::App* bench_cmd = app.add_subcommand(
-      "bench", "Measure training and evaluation speed at a config's shapes (synthetic data).");
+      "bench",
+      "Measure training and evaluation speed and single-image latency at a config's shapes "
+      "(synthetic data).");
   bench_cmd->add_option("--config", bench.config_path, "TOML config file")->required();
   bench_cmd->add_option("--set", bench.sets, "Override one key (repeatable)");
   bench_cmd->add_option("--steps", bench.steps, "Timed training steps and evaluation batches (default 20)");
   bench_cmd->add_option("--warmup", bench.warmup, "Untimed steps first (default 3)");
+  bench_cmd->add_option("--latency-images", bench.latency_images,
+                        "Single images timed one by one for the latency line: batch 1, one "
+                        "thread, median and 99th percentile (default 1000, 0 skips it)");
   bench_cmd->add_option("--json", bench.json_path, "Also write the results as JSON to this file");
   bench_cmd->footer(
       "Matrix products run on minivit's own AVX-512 kernels when the build and the CPU have "
       "AVX-512, else on OpenBLAS; MINIVIT_GEMM=openblas in the environment forces OpenBLAS, to "
-      "compare the two. The sgemm line is the kernels' rate on the model's largest product.");
+      "compare the two. The sgemm line is the kernels' rate on the model's largest product. "
+      "The latency line is what an embedded user waits for one prediction: one image at a "
+      "time on one thread, forward only, after a warm-up, over a cycle of different images.");
 
   minivit::ExportOptions export_opts;
   CLI::App* export_cmd = app.add_subcommand(

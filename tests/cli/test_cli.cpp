@@ -5,8 +5,10 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 
 #include "minivit/formats/checkpoint.h"
@@ -371,4 +373,63 @@ TEST_CASE("bench reports throughput and the kernels in use, and MINIVIT_GEMM pic
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.err, Contains("MINIVIT_GEMM=fastest: expected auto, openblas or avx512"));
   CHECK(nlohmann::json::parse(read_text(json)).at("gemm_kernels") == automatic);
+}
+
+TEST_CASE("bench reports single-image latency, and --latency-images sets or skips it", "[cli]") {
+  TempDir dir("cli_bench_latency");
+  const std::string config = dir.str("tiny.toml"), json = dir.str("bench.json");
+  write_text(config, tiny_config_toml(dir.str("no_data_needed"), dir.str("run")));
+  const std::string args = "bench --config " + config + " --steps 1 --warmup 0 --json " + json;
+
+  SECTION("measured: the line and the JSON agree, finite, positive, p99 at least the median") {
+    const RunResult r = run_minivit(args + " --latency-images 300");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const std::regex line(
+        "latency  batch 1, 1 thread: median ([0-9.]+) ms, p99 ([0-9.]+) ms over 300 images "
+        "\\(forward only\\)\n");
+    std::smatch m;
+    INFO(r.out);
+    REQUIRE(std::regex_search(r.out, m, line));
+    const double printed_median = std::stod(m[1].str()), printed_p99 = std::stod(m[2].str());
+
+    const auto j = nlohmann::json::parse(read_text(json));
+    CHECK(j.at("latency_images").get<int>() == 300);
+    const double median = j.at("latency_median_ms").get<double>();
+    const double p99 = j.at("latency_p99_ms").get<double>();
+    CHECK(std::isfinite(median));
+    CHECK(std::isfinite(p99));
+    CHECK(median > 0);
+    CHECK(p99 >= median);
+    // The line prints the JSON's figures to three decimals.
+    CHECK(printed_median == Approx(median).margin(0.0006));
+    CHECK(printed_p99 == Approx(p99).margin(0.0006));
+  }
+
+  SECTION("0 skips it: no line, no figures, latency_images 0") {
+    const RunResult r = run_minivit(args + " --latency-images 0");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Contains("img/s"));
+    CHECK_THAT(r.out, !Contains("latency"));
+    const auto j = nlohmann::json::parse(read_text(json));
+    CHECK(j.at("latency_images").get<int>() == 0);
+    CHECK_FALSE(j.contains("latency_median_ms"));
+    CHECK_FALSE(j.contains("latency_p99_ms"));
+  }
+
+  SECTION("--help names the option") {
+    const RunResult r = run_minivit("bench --help");
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Contains("--latency-images") && Contains("99th percentile"));
+  }
+
+  SECTION("a negative count is an error naming the option, before any work, and no JSON") {
+    const RunResult r = run_minivit(args + " --latency-images -1");
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("--latency-images: must be 0") && Contains("got -1"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.out.empty());
+    CHECK_FALSE(fs::exists(json));
+  }
 }

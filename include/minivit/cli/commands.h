@@ -54,6 +54,7 @@ struct BenchOptions {
   std::vector<std::string> sets;
   int steps = 20;   // timed training steps and evaluation batches
   int warmup = 3;
+  int latency_images = 1000;  // batch-1, one-thread forwards timed one by one; 0 skips them
   std::string json_path;
 };
 int run_bench(const BenchOptions& options);
