@@ -27,7 +27,8 @@ namespace minivit {
 //   cosine           e_ij = s * qhat_i . khat_j, xhat = x / max(|x|, eps), s = exp(min(l, ln 100));
 //                    the dot form on qhat, khat, then through the normalisation, and
 //                    dl = sum_i qhat_i . dqhat_i while s is below its cap
-//   additive         e_ij = sum_d v_d tanh(q_id + k_jd), tanh recomputed in backward
+//   additive         e_ij = sum_d v_d tanh(q_id + k_jd), tanh recomputed in backward; from
+//                    e^2q and e^2k (attention_tiles.h) where the head's |q|, |k| allow
 // Score rows are computed kTile tokens at a time from K^T (V^T in backward) copied into a
 // (Dh, Tp) scratch, Tp = T rounded up to kTile with zero columns, so every inner loop has a
 // fixed trip count the compiler turns into a few vector registers. Head sizes 8, 16, 32
@@ -55,9 +56,12 @@ struct HeadScratch {
   float* norms;  // (2, T) cosine: max(|q|, eps), then max(|k|, eps)
   float* keys_t; // (Dh, Tp) additive in backward: K^T while kt holds V^T
   float* dkt;    // (Dh, Tp) additive: dK transposed, added into dqkv at the end
+  float* exp_q;  // (T, Dh) additive: e^2q
+  float* exp_kt; // (Dh, Tp) additive in forward: e^2K^T; padding columns 1
+  float* exp_k;  // (T, Dh) additive in backward: e^2K
 };
 
-constexpr int kScratchViews = 11;
+constexpr int kScratchViews = 14;
 
 int64_t whole_lines(int64_t floats) { return (floats + 15) / 16 * 16; }
 
@@ -66,7 +70,8 @@ int64_t whole_lines(int64_t floats) { return (floats + 15) / 16 * 16; }
 int64_t lay_out_scratch(float* row, int T, int Dh, HeadScratch* views) {
   const int64_t Tp = padded_tokens(T), TD = int64_t(T) * Dh;
   const int64_t sizes[kScratchViews] = {Dh * Tp, kRows * Tp, kRows * int64_t(T), TD, TD, TD,
-                                        TD,      TD,         2 * int64_t(T),     Dh * Tp, Dh * Tp};
+                                        TD,      TD,         2 * int64_t(T),     Dh * Tp, Dh * Tp,
+                                        TD,      Dh * Tp,    TD};
   float* starts[kScratchViews];
   int64_t total = 0;
   for (int i = 0; i < kScratchViews; ++i) {
@@ -75,7 +80,8 @@ int64_t lay_out_scratch(float* row, int T, int Dh, HeadScratch* views) {
   }
   if (views)
     *views = HeadScratch{starts[0], starts[1], starts[2], starts[3], starts[4], starts[5],
-                         starts[6], starts[7], starts[8], starts[9], starts[10]};
+                         starts[6], starts[7], starts[8], starts[9], starts[10],
+                         starts[11], starts[12], starts[13]};
   return total;
 }
 
@@ -94,6 +100,7 @@ struct Head {
   float scale;        // of the dot product: 1 / sqrt(Dh), 1, or the cosine temperature
   bool scale_capped;  // cosine: the temperature is at its cap, which passes no gradient
   const float* additive_v;  // (Dh) this head's vector, additive form
+  bool additive_exps;       // additive: the scores from e^2q and e^2k (see prepare_additive)
   float dropout_p;
   int64_t att_offset;  // of this head's (T, T) block in att and att_mask
   int64_t mask_first_index = 0;  // added to an att element's index for its dropout draw
@@ -101,7 +108,7 @@ struct Head {
 
 Head head_of(int bh, int T, int D, int H, const AttentionScore& score, float dropout_p) {
   const int Dh = D / H, h = bh % H;
-  Head hd{T, D, Dh, score.form, 1.0f, false, nullptr, dropout_p, int64_t(bh) * T * T};
+  Head hd{T, D, Dh, score.form, 1.0f, false, nullptr, false, dropout_p, int64_t(bh) * T * T};
   switch (score.form) {
     case AttentionForm::scaled_dot: hd.scale = 1.0f / std::sqrt(float(Dh)); break;
     case AttentionForm::dot: break;
@@ -112,6 +119,57 @@ Head head_of(int bh, int T, int D, int H, const AttentionScore& score, float dro
     case AttentionForm::additive: hd.additive_v = score.additive_v + int64_t(h) * Dh; break;
   }
   return hd;
+}
+
+// The largest |x| of x (T, kDh; row stride ld), an inf if there is one. A NaN may pass
+// unseen: it makes NaN scores by either path. One running max per column: a max across the
+// vector per row made the check cost as much as the exps.
+template <int kDh>
+float largest_magnitude(const float* __restrict x, int ld, int T) {
+  float column_max[kDh] = {};
+  for (int j = 0; j < T; ++j)
+#pragma omp simd
+    for (int d = 0; d < kDh; ++d)
+      column_max[d] = std::max(column_max[d], std::abs(x[int64_t(j) * ld + d]));
+  float largest = 0.0f;
+  for (int d = 0; d < kDh; ++d) largest = std::max(largest, column_max[d]);
+  return largest;
+}
+
+// ex (T, kDh) = e^2x for x (T, kDh; row stride ldx).
+template <int kDh>
+void exps_of_twice(float* __restrict ex, const float* __restrict x, int ldx, int T) {
+  for (int j = 0; j < T; ++j)
+#pragma omp simd
+    for (int d = 0; d < kDh; ++d)
+      ex[int64_t(j) * kDh + d] = exp_within_87(2.0f * x[int64_t(j) * ldx + d]);
+}
+
+// An additive head's exps, if its head size is compiled for and its q and k (T, Dh; row
+// stride ld) are within kAdditiveExpBound: w.exp_q = e^2q, and w.exp_kt = e^2K^T (forward;
+// its padding columns keep the 1 for_each_head put there) or w.exp_k = e^2K (backward).
+// Sets hd.additive_exps to whether they were taken. Element by element, transposing on the
+// way, the check and the exps took 7% of a training step; in vectors along rows, 2%.
+template <int kDh>
+void prepare_additive(Head& hd, const float* q, const float* k, int ld, bool forward,
+                      HeadScratch& w) {
+  if constexpr (kDh > 0) {
+    const int T = hd.T, Tp = padded_tokens(T);
+    hd.additive_exps = std::max(largest_magnitude<kDh>(q, ld, T),
+                                largest_magnitude<kDh>(k, ld, T)) <= kAdditiveExpBound;
+    if (!hd.additive_exps) return;
+    exps_of_twice<kDh>(w.exp_q, q, ld, T);
+    if (forward) {
+      transpose_head<kDh>(w.exp_kt, k, ld, T, kDh);
+      for (int d = 0; d < kDh; ++d) {
+        float* row = w.exp_kt + int64_t(d) * Tp;
+#pragma omp simd
+        for (int j = 0; j < T; ++j) row[j] = exp_within_87(2.0f * row[j]);
+      }
+    } else {
+      exps_of_twice<kDh>(w.exp_k, k, ld, T);
+    }
+  }
 }
 
 // xhat (T, Dh) = x / max(|x|, eps) row by row, for x (T, Dh; row stride ld); the divisors
@@ -176,6 +234,36 @@ void dispatch_vectors(int Tp, Run&& run) {
   }
 }
 
+// w.score (R, Tp) = the scores of rows i0 .. i0+R-1, qi their query rows.
+template <int kDh, int R>
+void score_rows(int i0, const Head& hd, const float* qi, int ldq, HeadScratch& w) {
+  const int Dh = kDh ? kDh : hd.Dh, Tp = padded_tokens(hd.T);
+  if (hd.form != AttentionForm::additive)
+    return rows_times_kt<kDh, R>(w.score, qi, ldq, w.kt, hd.scale, Tp, Dh);
+  if constexpr (kDh > 0) {
+    if (hd.additive_exps)
+      return additive_rows_from_exps<kDh, R>(w.score, w.exp_q + int64_t(i0) * Dh, w.exp_kt,
+                                             hd.additive_v, Tp);
+  }
+  additive_rows<kDh, R>(w.score, qi, ldq, w.kt, hd.additive_v, Tp, Dh);
+}
+
+// dq rows i0 .. i0+R-1 (row stride 3D), w.dk or w.dkt and dscore (Dh) += dS (R, Tp; zero in
+// the padding) through an additive head's scores.
+template <int kDh, int R>
+void additive_backward_rows(int i0, const Head& hd, float* dq, const float* ds, const float* qi,
+                            int ldq, float* dscore, HeadScratch& w) {
+  const int T = hd.T, D = hd.D, Dh = kDh ? kDh : hd.Dh, Tp = padded_tokens(T);
+  if constexpr (kDh > 0) {
+    if (hd.additive_exps)
+      return additive_rows_backward_from_exps<kDh, R>(dq, 3 * D, w.dk, dscore, ds,
+                                                      w.exp_q + int64_t(i0) * Dh, w.exp_k,
+                                                      hd.additive_v, T, Tp);
+  }
+  additive_rows_backward<kDh, R>(dq, 3 * D, w.dkt, dscore, ds, qi, ldq, w.keys_t, hd.additive_v,
+                                 Tp, Dh);
+}
+
 // Rows i0 .. i0+R-1 of one head's forward.
 template <int kDh, int R>
 void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_mask,
@@ -194,10 +282,7 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
     }
   }
 #endif
-  if (hd.form == AttentionForm::additive)
-    additive_rows<kDh, R>(w.score, qi, q.ld, w.kt, hd.additive_v, Tp, Dh);
-  else
-    rows_times_kt<kDh, R>(w.score, qi, q.ld, w.kt, hd.scale, Tp, Dh);
+  score_rows<kDh, R>(i0, hd, qi, q.ld, w);
   float* P = att + hd.att_offset + int64_t(i0) * T;
   for (int r = 0; r < R; ++r) {
     float* row = w.score + int64_t(r) * Tp;
@@ -240,8 +325,7 @@ void scores_backward(int i0, const Head& hd, float* dq, QueryRows q, const float
     case AttentionForm::additive:
       for (int r = 0; r < R; ++r)  // the padding columns of dS must add nothing
         std::fill(g + int64_t(r) * Tp + T, g + int64_t(r) * Tp + Tp, 0.0f);
-      additive_rows_backward<kDh, R>(dq + int64_t(i0) * 3 * D, 3 * D, w.dkt, dscore, g, qi, q.ld,
-                                     w.keys_t, hd.additive_v, Tp, Dh);
+      additive_backward_rows<kDh, R>(i0, hd, dq + int64_t(i0) * 3 * D, g, qi, q.ld, dscore, w);
       break;
   }
 }
@@ -308,7 +392,8 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
     transpose_head<kDh>(w.kt, w.khat, Dh, T, Dh);  // Khat^T
     rows = {w.qhat, Dh};
   } else {
-    transpose_head<kDh>(w.kt, q + D, 3 * D, T, Dh);  // K^T
+    if (hd.form == AttentionForm::additive) prepare_additive<kDh>(hd, q, q + D, 3 * D, true, w);
+    if (!hd.additive_exps) transpose_head<kDh>(w.kt, q + D, 3 * D, T, Dh);  // K^T
   }
   int i = 0;
   for (; i + kRows <= T; i += kRows)
@@ -320,7 +405,7 @@ template <int kDh>
 void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, const float* dout,
                    const float* qkv, const float* att, const uint8_t* att_mask,
                    const AttentionScore& score, float dropout_p, HeadScratch& w) {
-  const Head hd = head_of(bh, T, D, H, score, dropout_p);
+  Head hd = head_of(bh, T, D, H, score, dropout_p);
   const int Dh = hd.Dh, b = bh / H, h = bh % H;
   const int64_t base = int64_t(b) * T * 3 * D + h * Dh;
   const float *q = qkv + base, *k = q + D, *v = q + 2 * D;
@@ -335,8 +420,11 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
     normalise_rows(w.khat, w.norms + T, k, 3 * D, T, Dh);
     rows = {w.qhat, Dh};
   } else if (hd.form == AttentionForm::additive) {
-    transpose_head<kDh>(w.keys_t, k, 3 * D, T, Dh);
-    std::fill_n(w.dkt, int64_t(Dh) * padded_tokens(T), 0.0f);
+    prepare_additive<kDh>(hd, q, k, 3 * D, false, w);
+    if (!hd.additive_exps) {  // the tanh path sums dK transposed, in w.dkt
+      transpose_head<kDh>(w.keys_t, k, 3 * D, T, Dh);
+      std::fill_n(w.dkt, int64_t(Dh) * padded_tokens(T), 0.0f);
+    }
     std::fill_n(dscore, Dh, 0.0f);
   }
   int i = 0;
@@ -351,15 +439,16 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
     dscore[0] = hd.scale_capped ? 0.0f : dl;
     add_through_normalisation(dq, 3 * D, w.dqhat, w.qhat, w.norms, T, Dh);
     add_through_normalisation(dk, 3 * D, w.dk, w.khat, w.norms + T, T, Dh);
-  } else if (hd.form == AttentionForm::additive) {
+  } else if (hd.form == AttentionForm::additive && !hd.additive_exps) {
     const int Tp = padded_tokens(T);
     for (int j = 0; j < T; ++j)
       for (int d = 0; d < Dh; ++d) dk[int64_t(j) * 3 * D + d] += w.dkt[int64_t(d) * Tp + j];
   }
+  const bool dk_in_rows = hd.form == AttentionForm::scaled_dot || hd.form == AttentionForm::dot ||
+                          hd.additive_exps;  // else added above
   for (int j = 0; j < T; ++j)
     for (int d = 0; d < Dh; ++d) {
-      if (hd.form != AttentionForm::cosine && hd.form != AttentionForm::additive)
-        dk[int64_t(j) * 3 * D + d] += w.dk[int64_t(j) * Dh + d];
+      if (dk_in_rows) dk[int64_t(j) * 3 * D + d] += w.dk[int64_t(j) * Dh + d];
       dv[int64_t(j) * 3 * D + d] += w.dv[int64_t(j) * Dh + d];
     }
 }
@@ -393,6 +482,7 @@ void for_each_head(int BH, int T, int Dh, float* scratch, int slots, PerHead&& p
     lay_out_scratch(scratch + slot * row_floats, T, Dh, &w);
     std::fill_n(w.kt, int64_t(Dh) * padded_tokens(T), 0.0f);  // the padding columns
     std::fill_n(w.keys_t, int64_t(Dh) * padded_tokens(T), 0.0f);
+    std::fill_n(w.exp_kt, int64_t(Dh) * padded_tokens(T), 1.0f);
     return w;
   };
   // Inside a parallel region (a chunk of the batch, vit.cpp) the calling thread runs every

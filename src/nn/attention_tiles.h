@@ -208,4 +208,83 @@ void additive_rows_backward(float* __restrict da, int ldda, float* __restrict dk
   }
 }
 
+// The additive scores without a tanh per element: with e^2q and e^2k taken once per head,
+// O(T Dh) exps, each of the T x T x Dh elements is
+//   tanh(a + b) = (P - 1) / (P + 1) = 1 - 2r,  P = e^2a e^2b,  r = 1 / (P + 1),
+// two FMAs and a division instead of a tanh (about 20 operations, an exp and a division among
+// them); and 1 - t^2 = 4r(1 - r). The caller keeps |a|, |b| small enough for P to stay a
+// normal float (see attention.h). A plain division: _mm512_rcp14_ps and a Newton step in
+// its place made the forward scores 8-10% slower on the machine in the README.
+
+// rows (R, Tp) = sum_d v_d tanh(a_rd + k_jd) = sum_d (v_d P - v_d) / (P + 1), for exp_a
+// (R, Dh; row stride Dh) = e^2a of the query rows and exp_kt (Dh, Tp) = e^2K^T, with any
+// positive value in the padding columns (which the softmax overwrites). v_d P - v_d is one
+// FMA, rounded once even near P = 1 where tanh is small. Summing -2 v_d r onto sum_d v_d
+// instead saves that FMA but cancels terms as large as sum_d |v_d|: at Dh 64 it failed the
+// finite-difference check of v, and its scores were twice as far from the tanh path's.
+template <int kDh, int R>
+void additive_rows_from_exps(float* __restrict rows, const float* __restrict exp_a,
+                             const float* __restrict exp_kt, const float* __restrict v, int Tp) {
+  static_assert(kDh > 0, "a compiled head size");
+  for (int j0 = 0; j0 < Tp; j0 += kTile) {
+    float tile[R][kTile] = {};
+    for (int d = 0; d < kDh; ++d) {
+      const float* ek = exp_kt + int64_t(d) * Tp + j0;
+      for (int r = 0; r < R; ++r) {
+        const float ea = exp_a[int64_t(r) * kDh + d], v_ea = v[d] * ea;
+#pragma omp simd
+        for (int j = 0; j < kTile; ++j) tile[r][j] += (v_ea * ek[j] - v[d]) / (ea * ek[j] + 1.0f);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+#pragma omp simd
+      for (int j = 0; j < kTile; ++j) rows[int64_t(r) * Tp + j0 + j] = tile[r][j];
+  }
+}
+
+// Backward of additive_rows_from_exps, what additive_rows_backward computes, for exp_k
+// (T, Dh) = e^2K: with w = ds r and g = w (1 - r), ds (1 - t^2) = 4g and ds t = ds - 2w, so
+//   da (R, Dh; row stride ldda) += 4 v_d sum_j g_rjd
+//   dk (T, Dh)                  += 4 v_d sum_r g_rjd
+//   dv (Dh)                     += sum_rj ds_rj - 2 sum_rj w_rjd
+// The vectors run along d, not j as in forward: every sum then stays in its lane (along j
+// each d took five sums across a vector, which cost as much as the arithmetic), and the
+// padding columns are skipped.
+template <int kDh, int R>
+void additive_rows_backward_from_exps(float* __restrict da, int ldda, float* __restrict dk,
+                                      float* __restrict dv, const float* __restrict ds,
+                                      const float* __restrict exp_a,
+                                      const float* __restrict exp_k,
+                                      const float* __restrict v, int T, int Tp) {
+  static_assert(kDh > 0, "a compiled head size");
+  float da_part[R][kDh] = {}, w_part[kDh] = {};
+  float ds_sum = 0.0f;
+  for (int j = 0; j < T; ++j) {
+    const float* ek = exp_k + int64_t(j) * kDh;
+    float dk_part[kDh] = {};
+    for (int r = 0; r < R; ++r) {
+      const float* ea = exp_a + int64_t(r) * kDh;
+      const float dsj = ds[int64_t(r) * Tp + j];
+      ds_sum += dsj;
+#pragma omp simd
+      for (int d = 0; d < kDh; ++d) {
+        const float rd = 1.0f / (ea[d] * ek[d] + 1.0f);
+        const float w = dsj * rd;
+        const float g = w - w * rd;
+        w_part[d] += w;
+        da_part[r][d] += g;
+        dk_part[d] += g;
+      }
+    }
+    float* dkj = dk + int64_t(j) * kDh;
+#pragma omp simd
+    for (int d = 0; d < kDh; ++d) dkj[d] += 4.0f * v[d] * dk_part[d];
+  }
+  for (int r = 0; r < R; ++r)
+#pragma omp simd
+    for (int d = 0; d < kDh; ++d) da[int64_t(r) * ldda + d] += 4.0f * v[d] * da_part[r][d];
+#pragma omp simd
+  for (int d = 0; d < kDh; ++d) dv[d] += ds_sum - 2.0f * w_part[d];
+}
+
 }  // namespace minivit::attention_tiles

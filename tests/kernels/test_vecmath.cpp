@@ -43,6 +43,24 @@ TEST_CASE("exp_nonpositive is within 2 ulp of exp on the range softmax uses", "[
   }
 }
 
+TEST_CASE("exp_within_87 is within 2 ulp of exp on both sides of 0", "[vecmath]") {
+  // Additive attention takes e^2q and e^2k for |q|, |k| up to 20 (attention.h): |x| <= 40
+  // there, checked out to 87.
+  const IeeeDenormals ieee;
+  double worst = 0.0;
+  for (int i = -870000; i <= 870000; ++i) {  // -87 .. 87 in steps of 1e-4
+    const float x = float(i) * 1e-4f;
+    const double exact = std::exp(double(x));
+    const double ulp = std::ldexp(1.0, std::ilogb(exact) - 23);
+    worst = std::max(worst, std::abs(double(exp_within_87(x)) - exact) / ulp);
+  }
+  INFO("worst " << worst << " ulp");
+  CHECK(worst <= 2.0);
+  CHECK(exp_within_87(0.0f) == 1.0f);
+  CHECK(std::isfinite(exp_within_87(87.0f)));
+  CHECK(std::isnormal(exp_within_87(-87.0f)));
+}
+
 TEST_CASE("erfc_inline is close to erfc in relative terms on both sides and in the tail",
           "[vecmath]") {
   // Where GELU evaluates it, erfc(-x / sqrt 2) for |x| up to 13: relative error against the

@@ -253,3 +253,135 @@ TEST_CASE("unscaled dot scores saturate the softmax as the head grows; scaled on
     unscaled_before = unscaled;
   }
 }
+
+namespace {
+
+// One forward and backward of the additive form, with dout = g: what each returns.
+struct AdditiveRun {
+  std::vector<float> out, att, dqkv, dv;
+};
+
+AdditiveRun run_additive(const std::vector<float>& qkv, const Score& score,
+                         const std::vector<float>& g, int B, int T, int D, int H, float p) {
+  const int Dh = D / H;
+  AdditiveRun run{std::vector<float>(B * T * D), std::vector<float>(B * H * T * T),
+                  std::vector<float>(B * T * 3 * D, 0.0f), std::vector<float>(H * Dh, 0.0f)};
+  std::vector<uint8_t> mask(B * H * T * T);
+  std::vector<float> pairs(attention_score_grad_floats(B, H, Dh));
+  Scratch scratch(T, Dh);
+  attention_forward(run.out.data(), run.att.data(), mask.data(), qkv.data(), B, T, D, H,
+                    score.view(), p, 77, scratch.rows.data(), scratch.slots);
+  attention_backward(run.dqkv.data(), {run.dv.data(), nullptr, pairs.data()}, g.data(),
+                     qkv.data(), run.att.data(), mask.data(), B, T, D, H, score.view(), p,
+                     scratch.rows.data(), scratch.slots);
+  return run;
+}
+
+// max |a - b| / max |b| over two vectors: their difference against the values' scale.
+double normwise_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(std::isfinite(a[i]));
+    worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(double(b[i])));
+  }
+  return worst / scale;
+}
+
+// Adds `shift` to every q and takes it from every k of qkv (B, T, 3D).
+void shift_queries_and_keys(std::vector<float>& qkv, int B, int T, int D, float shift) {
+  for (int t = 0; t < B * T; ++t)
+    for (int c = 0; c < D; ++c) {
+      qkv[size_t(t) * 3 * D + c] += shift;
+      qkv[size_t(t) * 3 * D + D + c] -= shift;
+    }
+}
+
+// The scores from exps against the tanh path on the same scores: inputs on a grid of 2^-12
+// within |x| < 8, so that q + 32 and k - 32 are exact and so is their sum, (q + 32) +
+// (k - 32) = q + k. Shifted, every head is beyond kAdditiveExpBound and takes the tanh
+// path, with the same tanh arguments: any difference is the exps' rounding (or a bug).
+void check_additive_exps_against_tanh(int B, int T, int D, int H, float p) {
+  INFO("p " << p << " B " << B << " T " << T << " D " << D << " H " << H);
+  const int Dh = D / H;
+  constexpr float kShift = 32.0f, kGrid = 4096.0f;
+  static_assert(kShift - 8.0f > kAdditiveExpBound);
+  auto qkv = random_vector(B * T * 3 * D, 1.5f, 90);
+  for (float& x : qkv) x = std::clamp(std::round(x * kGrid) / kGrid, -7.9f, 7.9f);
+  const auto g = random_vector(B * T * D, 1.0f, 91);
+  Score score(AttentionForm::additive, H, Dh);
+  const AdditiveRun fast = run_additive(qkv, score, g, B, T, D, H, p);
+  shift_queries_and_keys(qkv, B, T, D, kShift);
+  const AdditiveRun exact = run_additive(qkv, score, g, B, T, D, H, p);
+  // Measured: every output and gradient within 7e-7 of the other path's largest value; a
+  // wrong sign, factor or term is off by far more.
+  CHECK(normwise_difference(fast.out, exact.out) < 2e-6);
+  CHECK(normwise_difference(fast.att, exact.att) < 2e-6);
+  CHECK(normwise_difference(fast.dqkv, exact.dqkv) < 2e-6);
+  CHECK(normwise_difference(fast.dv, exact.dv) < 2e-6);
+}
+
+}  // namespace
+
+TEST_CASE("additive attention from exps matches the tanh path to float rounding",
+          "[layers][attention][additive]") {
+  check_additive_exps_against_tanh(2, 50, 64, 4, 0.0f);   // the default model: Dh 16, 50 tokens
+  check_additive_exps_against_tanh(2, 50, 64, 4, 0.25f);  // and with attention dropout
+  check_additive_exps_against_tanh(1, 9, 16, 2, 0.0f);    // Dh 8
+  check_additive_exps_against_tanh(1, 17, 64, 2, 0.0f);   // Dh 32, one token past a tile
+  check_additive_exps_against_tanh(2, 4, 64, 1, 0.25f);   // Dh 64, fewer tokens than kRows
+  check_additive_exps_against_tanh(1, 13, 128, 2, 0.0f);  // Dh 64
+}
+
+TEST_CASE("additive attention beyond the exps' bound: finite, and right in both passes",
+          "[layers][attention][additive][grad]") {
+  // Head 0 of each case is beyond kAdditiveExpBound (its e^2q e^2k would overflow or vanish)
+  // and takes the tanh path, head 1 is at the bound and takes the exps: one call mixes them.
+  const int B = 1, T = 7, D = 32, H = 2, Dh = D / H;
+  struct Case { const char* name; float q, k; };
+  for (const Case c : {Case{"q near 30, k near -30", 30.0f, -30.0f},
+                       Case{"q near -50, k near 50", -50.0f, 50.0f},
+                       Case{"q near 30, k near -50: saturated", 30.0f, -50.0f}}) {
+    INFO(c.name);
+    auto qkv = random_vector(B * T * 3 * D, 1.0f, 92);
+    const auto g = random_vector(B * T * D, 1.0f, 93);
+    for (int t = 0; t < T; ++t)
+      for (int d = 0; d < Dh; ++d) {
+        qkv[t * 3 * D + d] += c.q;                            // head 0: q
+        qkv[t * 3 * D + D + d] += c.k;                        // head 0: k
+        float& q1 = qkv[t * 3 * D + Dh + d];                  // head 1: q and k at +-20
+        float& k1 = qkv[t * 3 * D + D + Dh + d];
+        q1 = std::clamp(q1 * 20.0f, -kAdditiveExpBound, kAdditiveExpBound);
+        k1 = std::clamp(k1 * 20.0f, -kAdditiveExpBound, kAdditiveExpBound);
+      }
+    Score score(AttentionForm::additive, H, Dh);
+    const AdditiveRun run = run_additive(qkv, score, g, B, T, D, H, 0.0f);
+    for (const auto* values : {&run.out, &run.att, &run.dqkv, &run.dv})
+      for (float x : *values) REQUIRE(std::isfinite(x));
+    for (int h = 0; h < H; ++h)  // the weights against softmax(e) of the scores in double
+      for (int i = 0; i < T; ++i) {
+        std::vector<double> s(T);
+        double top = -1e300, z = 0;
+        for (int j = 0; j < T; ++j) {
+          s[j] = score_in_double(AttentionForm::additive, qkv, score, D, Dh, h, i, j);
+          top = std::max(top, s[j]);
+        }
+        for (int j = 0; j < T; ++j) z += s[j] = std::exp(s[j] - top);
+        for (int j = 0; j < T; ++j)
+          CHECK(run.att[(h * T + i) * T + j] == Approx(s[j] / z).epsilon(1e-5).margin(1e-6));
+      }
+    // Backward against finite differences: in the first two cases q + k is near 0 in head 0,
+    // where tanh is far from saturated, and its gradients are of the usual size.
+    std::vector<float> out(B * T * D), att(B * H * T * T);
+    Scratch scratch(T, Dh);
+    auto f = [&] {
+      attention_forward(out.data(), att.data(), nullptr, qkv.data(), B, T, D, H, score.view(),
+                        0.0f, 0, scratch.rows.data(), scratch.slots);
+      return dot(out.data(), g.data(), B * T * D);
+    };
+    check_gradients(f, {{"qkv", qkv.data(), run.dqkv.data(), B * T * 3 * D},
+                        {"additive_v", score.additive_v.data(), run.dv.data(), H * Dh}},
+                    1e-2, 2e-2, 2e-3, 240);
+  }
+}

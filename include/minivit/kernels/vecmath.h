@@ -11,15 +11,12 @@
 
 namespace minivit {
 
-// exp(x) for x <= 0, as softmax needs it after subtracting the row max, inlined so that a
-// loop of them vectorises without a call per vector (libmvec's call and its fallback to
+// exp(x) for |x| <= 87 (beyond it the exponent bits built below overflow), inlined so that
+// a loop of them vectorises without a call per vector (libmvec's call and its fallback to
 // scalar code for lanes out of range cost more than the arithmetic on rows of 50). Cephes'
 // method: x = n ln2 + r with |r| <= ln2/2, exp(r) by a degree-6 polynomial, times 2^n built
-// in the exponent bits. Within 2 ulp of the exact value; below -87 it returns exp(-87)
-// (about 1.6e-38) instead of an underflowing denormal, which vanishes next to the 1 that
-// the row max contributes to a softmax sum.
-inline float exp_nonpositive(float x) {
-  x = std::max(x, -87.0f);
+// in the exponent bits. Within 2 ulp of the exact value.
+inline float exp_within_87(float x) {
   const float round_magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float n = (x * 1.44269504088896341f + round_magic) - round_magic;
   const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 in two parts
@@ -33,6 +30,11 @@ inline float exp_nonpositive(float x) {
   const int32_t exponent = (static_cast<int32_t>(n) + 127) << 23;
   return p * std::bit_cast<float>(exponent);
 }
+
+// exp(x) for x <= 0, as softmax needs it after subtracting the row max. Below -87 it
+// returns exp(-87) (about 1.6e-38) instead of an underflowing denormal, which vanishes next
+// to the 1 that the row max contributes to a softmax sum.
+inline float exp_nonpositive(float x) { return exp_within_87(std::max(x, -87.0f)); }
 
 // erfc(z) for any z; for z < 0 as 2 - erfc(-z). The form is erfc(a) = t exp(-a^2 + P(t))
 // with t = 1 / (1 + a / 2), as in Numerical Recipes' erfcc: the exp carries the Gaussian
