@@ -1,0 +1,244 @@
+#pragma once
+// One (batch, head) of the attention core as attention.cpp sees it: its description (Head),
+// its thread's scratch (HeadScratch), and the score functions' own steps (the cosine form's
+// normalisation, the additive form's exps and dispatch). Internal to src/nn.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "attention_avx512.h"
+#include "attention_tiles.h"
+#include "minivit/nn/attention.h"
+
+namespace minivit::attention_head {
+
+using namespace attention_tiles;
+
+constexpr float kNormEps = 1e-12f;                  // torch.nn.functional.normalize's
+inline const float kMaxLogitScale = float(std::log(100.0));  // Swin v2's cap on the temperature
+
+// One thread's scratch: views into its row of the caller's scratch buffer, each view
+// starting on a cache line. The first five serve every form; the rest the cosine and
+// additive forms.
+struct HeadScratch {
+  float* kt;     // (Dh, Tp) K^T, or V^T in backward; padding columns zero
+  float* score;  // (kRows, Tp) rows of scores, or of dP' in backward
+  float* used;   // (kRows, T) rows of P' = P * mask / (1 - p)
+  float* dk;     // (T, Dh) dK (dkhat for cosine) for this head, added into dqkv at the end
+  float* dv;     // (T, Dh) dV likewise
+  float* qhat;   // (T, Dh) cosine: q / max(|q|, eps)
+  float* khat;   // (T, Dh) cosine: k likewise
+  float* dqhat;  // (T, Dh) cosine: the gradient at qhat
+  float* norms;  // (2, T) cosine: max(|q|, eps), then max(|k|, eps)
+  float* keys_t; // (Dh, Tp) additive in backward: K^T while kt holds V^T
+  float* dkt;    // (Dh, Tp) additive: dK transposed, added into dqkv at the end
+  float* exp_q;  // (T, Dh) additive: e^2q
+  float* exp_kt; // (Dh, Tp) additive in forward: e^2K^T; padding columns 1
+  float* exp_k;  // (T, Dh) additive in backward: e^2K
+};
+
+constexpr int kScratchViews = 14;
+
+inline int64_t whole_lines(int64_t floats) { return (floats + 15) / 16 * 16; }
+
+// Lays out one thread's views over `row` in the order of HeadScratch, returning the floats
+// they take; with views == nullptr it only counts.
+inline int64_t lay_out_scratch(float* row, int T, int Dh, HeadScratch* views) {
+  const int64_t Tp = padded_tokens(T), TD = int64_t(T) * Dh;
+  const int64_t sizes[kScratchViews] = {Dh * Tp, kRows * Tp, kRows * int64_t(T), TD, TD, TD,
+                                        TD,      TD,         2 * int64_t(T),     Dh * Tp, Dh * Tp,
+                                        TD,      Dh * Tp,    TD};
+  float* starts[kScratchViews];
+  int64_t total = 0;
+  for (int i = 0; i < kScratchViews; ++i) {
+    starts[i] = row ? row + total : nullptr;
+    total += whole_lines(sizes[i]);
+  }
+  if (views)
+    *views = HeadScratch{starts[0], starts[1], starts[2], starts[3], starts[4], starts[5],
+                         starts[6], starts[7], starts[8], starts[9], starts[10],
+                         starts[11], starts[12], starts[13]};
+  return total;
+}
+
+// used (n) = P' = P * mask / (1 - p): the attention weights after dropout, in forward for
+// the value sum and in backward for dV.
+inline void apply_dropout_mask(float* __restrict used, const float* __restrict P,
+                        const uint8_t* __restrict mask, int64_t n, float keep_scale) {
+  for (int64_t e = 0; e < n; ++e) used[e] = mask[e] ? P[e] * keep_scale : 0.0f;
+}
+
+// One (batch, head): what its slices of the (B, T, 3D), (B, T, D) and (B, H, T, T) buffers
+// and its score function need to be found and used.
+struct Head {
+  int T, D, Dh;
+  AttentionForm form;
+  float scale;        // of the dot product: 1 / sqrt(Dh), 1, or the cosine temperature
+  bool scale_capped;  // cosine: the temperature is at its cap, which passes no gradient
+  const float* additive_v;  // (Dh) this head's vector, additive form
+  bool additive_exps;       // additive: the scores from e^2q and e^2k (see prepare_additive)
+  float dropout_p;
+  int64_t att_offset;  // of this head's (T, T) block in att and att_mask
+  int64_t mask_first_index = 0;  // added to an att element's index for its dropout draw
+};
+
+inline Head head_of(int bh, int T, int D, int H, const AttentionScore& score, float dropout_p) {
+  const int Dh = D / H, h = bh % H;
+  Head hd{T, D, Dh, score.form, 1.0f, false, nullptr, false, dropout_p, int64_t(bh) * T * T};
+  switch (score.form) {
+    case AttentionForm::scaled_dot: hd.scale = 1.0f / std::sqrt(float(Dh)); break;
+    case AttentionForm::dot: break;
+    case AttentionForm::cosine:
+      hd.scale_capped = score.logit_scale[h] >= kMaxLogitScale;
+      hd.scale = std::exp(std::min(score.logit_scale[h], kMaxLogitScale));
+      break;
+    case AttentionForm::additive: hd.additive_v = score.additive_v + int64_t(h) * Dh; break;
+  }
+  return hd;
+}
+
+// The largest |x| of x (T, kDh; row stride ld), an inf if there is one. A NaN may pass
+// unseen: it makes NaN scores by either path. One running max per column: a max across the
+// vector per row made the check cost as much as the exps.
+template <int kDh>
+float largest_magnitude(const float* __restrict x, int ld, int T) {
+  float column_max[kDh] = {};
+  for (int j = 0; j < T; ++j)
+#pragma omp simd
+    for (int d = 0; d < kDh; ++d)
+      column_max[d] = std::max(column_max[d], std::abs(x[int64_t(j) * ld + d]));
+  float largest = 0.0f;
+  for (int d = 0; d < kDh; ++d) largest = std::max(largest, column_max[d]);
+  return largest;
+}
+
+// ex (T, kDh) = e^2x for x (T, kDh; row stride ldx).
+template <int kDh>
+void exps_of_twice(float* __restrict ex, const float* __restrict x, int ldx, int T) {
+  for (int j = 0; j < T; ++j)
+#pragma omp simd
+    for (int d = 0; d < kDh; ++d)
+      ex[int64_t(j) * kDh + d] = exp_within_87(2.0f * x[int64_t(j) * ldx + d]);
+}
+
+// An additive head's exps, if its head size is compiled for and its q and k (T, Dh; row
+// stride ld) are within kAdditiveExpBound: w.exp_q = e^2q, and w.exp_kt = e^2K^T (forward;
+// its padding columns keep the 1 for_each_head put there) or w.exp_k = e^2K (backward).
+// Sets hd.additive_exps to whether they were taken. Element by element, transposing on the
+// way, the check and the exps took 7% of a training step; in vectors along rows, 2%.
+template <int kDh>
+void prepare_additive(Head& hd, const float* q, const float* k, int ld, bool forward,
+                      HeadScratch& w) {
+  if constexpr (kDh > 0) {
+    const int T = hd.T, Tp = padded_tokens(T);
+    hd.additive_exps = std::max(largest_magnitude<kDh>(q, ld, T),
+                                largest_magnitude<kDh>(k, ld, T)) <= kAdditiveExpBound;
+    if (!hd.additive_exps) return;
+    exps_of_twice<kDh>(w.exp_q, q, ld, T);
+    if (forward) {
+      transpose_head<kDh>(w.exp_kt, k, ld, T, kDh);
+      for (int d = 0; d < kDh; ++d) {
+        float* row = w.exp_kt + int64_t(d) * Tp;
+#pragma omp simd
+        for (int j = 0; j < T; ++j) row[j] = exp_within_87(2.0f * row[j]);
+      }
+    } else {
+      exps_of_twice<kDh>(w.exp_k, k, ld, T);
+    }
+  }
+}
+
+// xhat (T, Dh) = x / max(|x|, eps) row by row, for x (T, Dh; row stride ld); the divisors
+// go to norms (T).
+inline void normalise_rows(float* __restrict xhat, float* __restrict norms, const float* __restrict x,
+                    int ld, int T, int Dh) {
+  for (int j = 0; j < T; ++j) {
+    const float* xj = x + int64_t(j) * ld;
+    float sum = 0.0f;
+    for (int d = 0; d < Dh; ++d) sum += xj[d] * xj[d];
+    const float norm = std::max(std::sqrt(sum), kNormEps);
+    norms[j] = norm;
+    for (int d = 0; d < Dh; ++d) xhat[int64_t(j) * Dh + d] = xj[d] / norm;
+  }
+}
+
+// dx (T, Dh; row stride ld) += the gradient at x of xhat = x / max(|x|, eps), given dxhat:
+// (dxhat - xhat (xhat . dxhat)) / |x|, or dxhat / eps where the floor is in force.
+inline void add_through_normalisation(float* __restrict dx, int ld, const float* __restrict dxhat,
+                               const float* __restrict xhat, const float* __restrict norms,
+                               int T, int Dh) {
+  for (int j = 0; j < T; ++j) {
+    const float* g = dxhat + int64_t(j) * Dh;
+    const float* y = xhat + int64_t(j) * Dh;
+    float* out = dx + int64_t(j) * ld;
+    const bool floored = norms[j] <= kNormEps;
+    float along = 0.0f;
+    for (int d = 0; d < Dh; ++d) along += y[d] * g[d];
+    if (floored) along = 0.0f;
+    for (int d = 0; d < Dh; ++d) out[d] += (g[d] - y[d] * along) / norms[j];
+  }
+}
+
+// The head's query rows as the score function reads them: q in qkv, or qhat.
+struct QueryRows {
+  const float* rows;
+  int ld;
+};
+
+// Whether rows of this head take the register-resident path (attention_avx512.h): a build
+// for AVX-512, a compiled head size, at most 64 tokens, a dot-product score, no attention
+// dropout (whose masks the portable path applies).
+template <int kDh>
+bool in_registers(const Head& hd) {
+#if defined(__AVX512F__)
+  return kDh > 0 && padded_tokens(hd.T) <= 16 * attention_avx512::kMaxVectors &&
+         hd.form != AttentionForm::additive && hd.dropout_p == 0.0f;
+#else
+  (void)hd;
+  return false;
+#endif
+}
+
+// Calls run(V) with V = Tp / 16 a std::integral_constant, for Tp <= 64.
+template <typename Run>
+void dispatch_vectors(int Tp, Run&& run) {
+  switch (Tp / kTile) {
+    case 1: return run(std::integral_constant<int, 1>{});
+    case 2: return run(std::integral_constant<int, 2>{});
+    case 3: return run(std::integral_constant<int, 3>{});
+    default: return run(std::integral_constant<int, 4>{});
+  }
+}
+
+// w.score (R, Tp) = the scores of rows i0 .. i0+R-1, qi their query rows.
+template <int kDh, int R>
+void score_rows(int i0, const Head& hd, const float* qi, int ldq, HeadScratch& w) {
+  const int Dh = kDh ? kDh : hd.Dh, Tp = padded_tokens(hd.T);
+  if (hd.form != AttentionForm::additive)
+    return rows_times_kt<kDh, R>(w.score, qi, ldq, w.kt, hd.scale, Tp, Dh);
+  if constexpr (kDh > 0) {
+    if (hd.additive_exps)
+      return additive_rows_from_exps<kDh, R>(w.score, w.exp_q + int64_t(i0) * Dh, w.exp_kt,
+                                             hd.additive_v, Tp);
+  }
+  additive_rows<kDh, R>(w.score, qi, ldq, w.kt, hd.additive_v, Tp, Dh);
+}
+
+// dq rows i0 .. i0+R-1 (row stride 3D), w.dk or w.dkt and dscore (Dh) += dS (R, Tp; zero in
+// the padding) through an additive head's scores.
+template <int kDh, int R>
+void additive_backward_rows(int i0, const Head& hd, float* dq, const float* ds, const float* qi,
+                            int ldq, float* dscore, HeadScratch& w) {
+  const int T = hd.T, D = hd.D, Dh = kDh ? kDh : hd.Dh, Tp = padded_tokens(T);
+  if constexpr (kDh > 0) {
+    if (hd.additive_exps)
+      return additive_rows_backward_from_exps<kDh, R>(dq, 3 * D, w.dk, dscore, ds,
+                                                      w.exp_q + int64_t(i0) * Dh, w.exp_k,
+                                                      hd.additive_v, T, Tp);
+  }
+  additive_rows_backward<kDh, R>(dq, 3 * D, w.dkt, dscore, ds, qi, ldq, w.keys_t, hd.additive_v,
+                                 Tp, Dh);
+}
+
+}  // namespace minivit::attention_head
