@@ -23,25 +23,33 @@ void transpose_head(float* __restrict kt, const float* __restrict x, int ld, int
     for (int d = 0; d < Dh; ++d) kt[d * Tp + j] = x[int64_t(j) * ld + d];
 }
 
-// rows (R, Tp) = alpha * a (R, Dh; row stride lda) . kt (Dh, Tp), kTile columns at a time.
-template <int kDh, int R>
-void rows_times_kt(float* __restrict rows, const float* __restrict a, int lda,
-                   const float* __restrict kt, float alpha, int Tp, int dh) {
-  const int Dh = kDh ? kDh : dh;
+// rows (R, Tp) = alpha * (sums over d < Dh of R x Tp terms), kTile columns at a time: for
+// each tile of columns j0 .. j0+kTile-1, add_term(tile, d, j0) adds d's terms into a local
+// (R, kTile) array the compiler keeps in registers. The score kernels below are this loop
+// with their own term.
+template <int R, class AddTerm>
+void sum_tiles_over_d(float* __restrict rows, int Tp, int Dh, float alpha, AddTerm&& add_term) {
   for (int j0 = 0; j0 < Tp; j0 += kTile) {
     float tile[R][kTile] = {};
-    for (int d = 0; d < Dh; ++d) {
-      const float* k = kt + int64_t(d) * Tp + j0;
-      for (int r = 0; r < R; ++r) {
-        const float ad = a[int64_t(r) * lda + d];
-#pragma omp simd
-        for (int j = 0; j < kTile; ++j) tile[r][j] += ad * k[j];
-      }
-    }
+    for (int d = 0; d < Dh; ++d) add_term(tile, d, j0);
     for (int r = 0; r < R; ++r)
 #pragma omp simd
       for (int j = 0; j < kTile; ++j) rows[int64_t(r) * Tp + j0 + j] = alpha * tile[r][j];
   }
+}
+
+// rows (R, Tp) = alpha * a (R, Dh; row stride lda) . kt (Dh, Tp), kTile columns at a time.
+template <int kDh, int R>
+void rows_times_kt(float* __restrict rows, const float* __restrict a, int lda,
+                   const float* __restrict kt, float alpha, int Tp, int dh) {
+  sum_tiles_over_d<R>(rows, Tp, kDh ? kDh : dh, alpha, [&](float (&tile)[R][kTile], int d, int j0) {
+    const float* k = kt + int64_t(d) * Tp + j0;
+    for (int r = 0; r < R; ++r) {
+      const float ad = a[int64_t(r) * lda + d];
+#pragma omp simd
+      for (int j = 0; j < kTile; ++j) tile[r][j] += ad * k[j];
+    }
+  });
 }
 
 // out (R, Dh; row stride ldo) (+)= w (R, T; row stride ldw) . x (T, Dh; row stride ldx).
@@ -154,22 +162,15 @@ inline void softmax_padded(float* __restrict row, int T, int Tp) {
 template <int kDh, int R>
 void additive_rows(float* __restrict rows, const float* __restrict a, int lda,
                    const float* __restrict kt, const float* __restrict v, int Tp, int dh) {
-  const int Dh = kDh ? kDh : dh;
-  for (int j0 = 0; j0 < Tp; j0 += kTile) {
-    float tile[R][kTile] = {};
-    for (int d = 0; d < Dh; ++d) {
-      const float* k = kt + int64_t(d) * Tp + j0;
-      const float vd = v[d];
-      for (int r = 0; r < R; ++r) {
-        const float ad = a[int64_t(r) * lda + d];
+  sum_tiles_over_d<R>(rows, Tp, kDh ? kDh : dh, 1.0f, [&](float (&tile)[R][kTile], int d, int j0) {
+    const float* k = kt + int64_t(d) * Tp + j0;
+    const float vd = v[d];
+    for (int r = 0; r < R; ++r) {
+      const float ad = a[int64_t(r) * lda + d];
 #pragma omp simd
-        for (int j = 0; j < kTile; ++j) tile[r][j] += vd * tanh_inline(ad + k[j]);
-      }
+      for (int j = 0; j < kTile; ++j) tile[r][j] += vd * tanh_inline(ad + k[j]);
     }
-    for (int r = 0; r < R; ++r)
-#pragma omp simd
-      for (int j = 0; j < kTile; ++j) rows[int64_t(r) * Tp + j0 + j] = tile[r][j];
-  }
+  });
 }
 
 // Backward of additive_rows for R query rows, given ds (R, Tp; zero in the padding) the
@@ -226,20 +227,14 @@ template <int kDh, int R>
 void additive_rows_from_exps(float* __restrict rows, const float* __restrict exp_a,
                              const float* __restrict exp_kt, const float* __restrict v, int Tp) {
   static_assert(kDh > 0, "a compiled head size");
-  for (int j0 = 0; j0 < Tp; j0 += kTile) {
-    float tile[R][kTile] = {};
-    for (int d = 0; d < kDh; ++d) {
-      const float* ek = exp_kt + int64_t(d) * Tp + j0;
-      for (int r = 0; r < R; ++r) {
-        const float ea = exp_a[int64_t(r) * kDh + d], v_ea = v[d] * ea;
+  sum_tiles_over_d<R>(rows, Tp, kDh, 1.0f, [&](float (&tile)[R][kTile], int d, int j0) {
+    const float* ek = exp_kt + int64_t(d) * Tp + j0;
+    for (int r = 0; r < R; ++r) {
+      const float ea = exp_a[int64_t(r) * kDh + d], v_ea = v[d] * ea;
 #pragma omp simd
-        for (int j = 0; j < kTile; ++j) tile[r][j] += (v_ea * ek[j] - v[d]) / (ea * ek[j] + 1.0f);
-      }
+      for (int j = 0; j < kTile; ++j) tile[r][j] += (v_ea * ek[j] - v[d]) / (ea * ek[j] + 1.0f);
     }
-    for (int r = 0; r < R; ++r)
-#pragma omp simd
-      for (int j = 0; j < kTile; ++j) rows[int64_t(r) * Tp + j0 + j] = tile[r][j];
-  }
+  });
 }
 
 // Backward of additive_rows_from_exps, what additive_rows_backward computes, for exp_k
