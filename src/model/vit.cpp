@@ -128,25 +128,23 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
   const int T = c.tokens(), N = c.patches(), D = c.dim, M = c.mlp_dim, H = c.heads;
   const int K = c.num_classes, PL = c.patch_len();
   const int64_t TD = int64_t(T) * D, TM = int64_t(T) * M, HTT = int64_t(H) * T * T;
-  const int Bn = n, BT = n * T;
+  const int BT = n * T;
   const int64_t first = int64_t(first_sample) + b0;
   // Where this chunk's elements start in the whole batch's buffers, per dropout site.
   const int64_t first_td = first * TD, first_tm = first * TM, first_htt = first * HTT;
-  auto at = [b0](auto* buffer, int64_t per_image) {
-    return buffer ? buffer + b0 * per_image : buffer;
-  };
+  auto at = [b0](auto* buffer, int64_t per_image) { return at_image(buffer, b0, per_image); };
   const int64_t image_len = int64_t(c.channels) * c.image_size * c.image_size;
 
   float* patches = at(acts.patches, int64_t(N) * PL);
   float* patch_proj = at(acts.patch_proj, int64_t(N) * D);
-  patchify(patches, images + b0 * image_len, Bn, c.channels, c.image_size, c.patch_size);
-  linear_forward(patch_proj, patches, w.patch_w, w.patch_b, Bn * N, PL, D);
+  patchify(patches, images + b0 * image_len, n, c.channels, c.image_size, c.patch_size);
+  linear_forward(patch_proj, patches, w.patch_w, w.patch_b, n * N, PL, D);
   // No pos_embed with model.pos_embed = none: w.pos_embed is null and nothing is added.
   if (c.has_cls_token())
-    embed_tokens_forward(at(acts.blocks[0].x, TD), patch_proj, w.cls_token, w.pos_embed, Bn, N,
+    embed_tokens_forward(at(acts.blocks[0].x, TD), patch_proj, w.cls_token, w.pos_embed, n, N,
                          D);
   else
-    embed_patch_tokens_forward(at(acts.blocks[0].x, TD), patch_proj, w.pos_embed, Bn, N, D);
+    embed_patch_tokens_forward(at(acts.blocks[0].x, TD), patch_proj, w.pos_embed, n, N, D);
 
   for (int l = 0; l < c.depth; ++l) {
     const BlockParams& bw = w.blocks[size_t(l)];
@@ -166,7 +164,7 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     {
       AttentionTimer timer(acts.profile);
       const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
-      attention_forward(att_out, at(a.att, HTT), at(a.att_mask, HTT), qkv, Bn, T, D, H, score,
+      attention_forward(att_out, at(a.att, HTT), at(a.att_mask, HTT), qkv, n, T, D, H, score,
                         p_att, key(kSiteAttention), acts.attention_scratch, acts.attention_slots,
                         first_htt);
     }
@@ -195,13 +193,13 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
   const float* last = at(acts.x_final, TD);
   float* pooled = at(acts.pooled, D);
   if (c.has_cls_token())
-    for (int b = 0; b < Bn; ++b) std::copy_n(last + int64_t(b) * TD, D, pooled + int64_t(b) * D);
+    for (int b = 0; b < n; ++b) std::copy_n(last + int64_t(b) * TD, D, pooled + int64_t(b) * D);
   else
-    mean_pool_forward(pooled, last, Bn, T, D);
+    mean_pool_forward(pooled, last, n, T, D);
   float* pooled_norm = at(acts.pooled_norm, D);
   layernorm_forward(pooled_norm, at(acts.pooled_mean, 1), at(acts.pooled_rstd, 1), pooled,
-                    w.norm_w, w.norm_b, Bn, D);
-  linear_forward(at(acts.logits, K), pooled_norm, w.head_w, w.head_b, Bn, D, K);
+                    w.norm_w, w.norm_b, n, D);
+  linear_forward(at(acts.logits, K), pooled_norm, w.head_w, w.head_b, n, D, K);
 }
 
 void vit_forward(const ViT& model, Activations& acts, const float* images, int B, bool training,

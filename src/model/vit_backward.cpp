@@ -45,9 +45,7 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
   const int64_t TD = int64_t(T) * D, TM = int64_t(T) * M, HTT = int64_t(H) * T * T;
   const int BT = n * T;
   const int64_t BTD = int64_t(BT) * D, BTM = int64_t(BT) * M;
-  auto at = [b0](auto* buffer, int64_t per_image) {
-    return buffer ? buffer + b0 * per_image : buffer;
-  };
+  auto at = [b0](auto* buffer, int64_t per_image) { return at_image(buffer, b0, per_image); };
   d_out = at(d_out, TD);
   d_mid = at(d_mid, TD);
   d_in = at(d_in, TD);

@@ -41,6 +41,13 @@ void for_each_chunk(int B, int slots, Chunk&& chunk) {
   }
 }
 
+// Where image b0 starts in a (B, ...) buffer of per_image elements an image; null stays null
+// (a buffer the model's form or mode does without).
+template <class T>
+T* at_image(T* buffer, int b0, int64_t per_image) {
+  return buffer ? buffer + b0 * per_image : buffer;
+}
+
 // Clears a gradient buffer that backward then adds into: megabytes per layer, so both
 // cores share the pass (one core's memset left the other waiting for about 5% of a step).
 inline void zero(float* p, int64_t n) {
