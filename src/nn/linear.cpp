@@ -32,12 +32,8 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      const float* ones) {
   // forward: out = inp . W^T + b
   if (dinp) linear_backward_input(dinp, dout, weight, R, I, O);
-  gemm(true, false, O, I, R, 1.0f, dout, O, inp, I, 1.0f, dweight, I);  // dW += dout^T . inp
-  if (dbias) {
-    // Column sums of dout as the product ones(1, R) . dout: BLAS reads dout row by row,
-    // where a plain loop over columns would stride through memory.
-    gemm(true, false, 1, O, R, 1.0f, ones, 1, dout, O, 1.0f, dbias, O);  // db += 1^T . dout
-  }
+  for (int piece = 0; piece < linear_param_pieces(I, O); ++piece)
+    linear_backward_params(dweight, dbias, dout, inp, R, I, O, ones, piece);
 }
 
 void linear_backward_input(float* dinp, const float* dout, const float* weight, int R, int I,
@@ -53,6 +49,8 @@ int linear_param_pieces(int I, int O) {
   return (std::max(I, O) + kPieceWidth - 1) / kPieceWidth;
 }
 
+// dW += dout^T . inp; db += 1^T . dout, the column sums of dout as a product: BLAS reads dout
+// row by row, where a plain loop over columns would stride through memory.
 void linear_backward_params(float* dweight, float* dbias, const float* dout, const float* inp,
                             int R, int I, int O, const float* ones, int piece) {
   const int begin = piece * kPieceWidth;
