@@ -198,6 +198,10 @@ void save_resume_state(const std::string& path, const ViT& model, const Optimize
   const std::vector<int64_t> flat = {model.num_params};
   refs.push_back({"optimizer.m", flat, optimizer.m.data()});
   refs.push_back({"optimizer.v", flat, optimizer.v.data()});
+  if (optimizer.average_updates > 0) {
+    meta["minivit.average_updates"] = std::to_string(optimizer.average_updates);
+    refs.push_back({"optimizer.average", flat, optimizer.average.data()});
+  }
   write_safetensors(path, refs, meta);
 }
 
@@ -232,6 +236,18 @@ TrainingProgress load_resume_state(const std::string& path, ViT& model, Optimize
       throw Error(path + ": tensor '" + name + "' is missing or has the wrong size");
     float* dst = std::string(name) == "optimizer.m" ? optimizer.m.data() : optimizer.v.data();
     std::copy(it->second.data.begin(), it->second.data.end(), dst);
+    file.tensors.erase(it);
+  }
+  // The weights' average, when the run kept one; a run that did not, resumed with
+  // optim.ema_decay set, starts its average at the next step.
+  if (auto it = file.tensors.find("optimizer.average"); it != file.tensors.end()) {
+    if (it->second.data.size() != size_t(model.num_params))
+      throw Error(path + ": tensor 'optimizer.average' has the wrong size");
+    if (optimizer.config.ema_decay > 0.0f) {
+      std::copy(it->second.data.begin(), it->second.data.end(), optimizer.average.data());
+      optimizer.average_updates = parse_int(require(file.metadata, "minivit.average_updates", path),
+                                            "minivit.average_updates", path);
+    }
     file.tensors.erase(it);
   }
   file.order.erase(std::remove_if(file.order.begin(), file.order.end(),

@@ -92,6 +92,7 @@ class ConfigChecker {
     at_least("optim.min_lr", o.min_lr, 0.0f);
     at_least("optim.clip_grad_norm", o.clip_grad_norm, 0.0f);
     unit_interval("optim.label_smoothing", o.label_smoothing);
+    unit_interval("optim.ema_decay", o.ema_decay);
 
     at_least("train.epochs", t.epochs, 1);
     at_least("train.max_steps", t.max_steps, int64_t{0});

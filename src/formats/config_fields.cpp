@@ -74,6 +74,7 @@ std::vector<Field> fields_of(Config& c) {
       {"optim", "min_lr", &c.optim.min_lr},
       {"optim", "clip_grad_norm", &c.optim.clip_grad_norm},
       {"optim", "label_smoothing", &c.optim.label_smoothing},
+      {"optim", "ema_decay", &c.optim.ema_decay},
       {"train", "epochs", &c.train.epochs},
       {"train", "max_steps", &c.train.max_steps},
       {"train", "batch_size", &c.train.batch_size},

@@ -1,5 +1,6 @@
 #include "minivit/model/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -34,17 +35,39 @@ double clip_grad_norm(ViT& model, double max_norm) {
   return norm;
 }
 
+float average_decay(float decay, int64_t updates) {
+  return std::min(decay, float(double(1 + updates) / double(10 + updates)));
+}
+
 Optimizer::Optimizer(const OptimConfig& c, int64_t num_params) : config(c) {
   m = Tensor1::from_shape({size_t(num_params)});
   v = Tensor1::from_shape({size_t(num_params)});
   m.fill(0.0f);
   v.fill(0.0f);
+  if (c.ema_decay > 0.0f) {
+    average = Tensor1::from_shape({size_t(num_params)});
+    average.fill(0.0f);
+  }
+}
+
+// timm's ModelEmaV2: average = d * average + (1 - d) * weights, over every parameter (the
+// fixed ones stay what they are), one element at a time, so it rounds the same on any
+// number of threads or ranks.
+void Optimizer::update_average(const ViT& model) {
+  if (config.ema_decay <= 0.0f) return;
+  const float* w = model.weights.data();
+  float* avg = average.data();
+  ++average_updates;
+  const float d = average_decay(config.ema_decay, average_updates);
+  for (int64_t i = 0; i < model.num_params; ++i) avg[i] = d * avg[i] + (1.0f - d) * w[i];
 }
 
 void Optimizer::step(ViT& model, float lr) {
   if (int64_t(m.size()) != model.num_params)
     throw Error("optimizer: its moments hold " + std::to_string(m.size()) +
                 " numbers, but the model has " + std::to_string(model.num_params) + " parameters");
+  if (config.ema_decay > 0.0f && average_updates == 0)
+    std::copy(model.weights.data(), model.weights.data() + model.num_params, average.data());
   ++steps_taken;
   float* w = model.weights.data();
   const float* g = model.grads.data();
@@ -82,6 +105,7 @@ void Optimizer::step(ViT& model, float lr) {
       }
     }
   }
+  update_average(model);
 }
 
 }  // namespace minivit

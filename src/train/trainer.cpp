@@ -20,6 +20,7 @@
 #include "minivit/kernels/threads.h"
 #include "minivit/train/distributed.h"
 #include "minivit/train/evaluate.h"
+#include "minivit/train/resume_history.h"
 #include "minivit/train/splits.h"
 
 namespace minivit {
@@ -44,45 +45,6 @@ static double seconds_since(Clock::time_point start) {
 
 static std::string path_in(const std::string& dir, const char* name) {
   return (fs::path(dir) / name).string();
-}
-
-// Lines of metrics.jsonl that belong to steps up to `step` (a resumed run rewrites the
-// rest). Lines that do not parse (a crash mid-append) are dropped.
-static std::string metrics_up_to(const std::string& path, int64_t step,
-                                 std::vector<EpochPoint>& epochs) {
-  std::string kept;
-  if (!file_exists(path)) return kept;
-  std::istringstream in(read_file(path));
-  std::string line;
-  while (std::getline(in, line)) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("step")) continue;
-    if (j["step"].get<int64_t>() > step) continue;
-    if (j.value("type", "") == "epoch") {
-      auto num = [&](const char* k) {
-        return j.contains(k) && j[k].is_number() ? j[k].get<double>() : NAN;
-      };
-      epochs.push_back({j["epoch"].get<int>(), num("train_loss"), num("train_acc"),
-                        num("val_loss"), num("val_acc")});
-    }
-    kept += line + "\n";
-  }
-  return kept;
-}
-
-// A resumed run matches an uninterrupted one only under the config it was started with;
-// a changed key (more epochs, another learning rate) is allowed, but said, as the
-// continuation then takes another path. Keys that only steer output are left out.
-static void warn_about_changed_keys(const Config& started_with, const Config& now) {
-  const auto before = config_to_flat(started_with), after = config_to_flat(now);
-  for (size_t i = 0; i < before.size() && i < after.size(); ++i) {
-    const std::string& key = before[i].first;
-    if (key == "train.out_dir" || key == "train.log_every") continue;
-    if (before[i].second != after[i].second)
-      std::fprintf(stderr, "note: resuming with %s = %s; the run was started with %s = %s, so it "
-                           "will not match an uninterrupted run\n",
-                   key.c_str(), after[i].second.c_str(), key.c_str(), before[i].second.c_str());
-  }
 }
 
 // FNV-1a over the bytes of a buffer: replicas that hold the same weights bit for bit have
@@ -133,6 +95,7 @@ void Trainer::open_run_directory(const std::string& resume_dir) {
   resume_path_ = path_in(resuming_ ? resume_dir : out_dir_, "resume.safetensors");
   last_path_ = path_in(out_dir_, "last.safetensors");
   best_path_ = path_in(out_dir_, "best.safetensors");
+  ema_path_ = path_in(out_dir_, "ema.safetensors");
   metrics_path_ = path_in(out_dir_, "metrics.jsonl");
   if (resuming_ && !file_exists(resume_path_))
     throw Error(resume_path_ + ": no resume state here; is --resume the run directory of an earlier `minivit train`?");
@@ -185,6 +148,7 @@ void Trainer::create_model(const std::string& init_path) {
     load_weights(*model_, read_safetensors(init_path), init_path);
   }
   acts_.emplace(config_.model, batch_size_, true);
+  if (config_.optim.ema_decay > 0.0f) averaged_.emplace(config_.model);
 }
 
 void Trainer::open_run_files() {
@@ -232,6 +196,12 @@ int Trainer::run() {
     distributed::broadcast(model_->weights.data(), model_->num_params);
     distributed::broadcast(optimizer_->m.data(), model_->num_params);
     distributed::broadcast(optimizer_->v.data(), model_->num_params);
+    if (averaged_) {
+      float updates = float(optimizer_->average_updates);
+      distributed::broadcast(&updates, 1);
+      optimizer_->average_updates = int64_t(updates);
+      distributed::broadcast(optimizer_->average.data(), model_->num_params);
+    }
   }
   while (progress_.step < total_steps_ && !stop_requested()) {
     do {
@@ -364,6 +334,7 @@ void Trainer::end_of_epoch() {
     point.val_loss = val.loss;
     point.val_acc = val.top1;
     val_text = strprintf("val loss %.4f  acc %.2f%%%s", val.loss, 100 * val.top1, is_best ? " (best)" : "");
+    epoch_json.update(validate_average(val_text));
   } else if (val_indices_.empty()) {
     is_best = true;  // without a validation split the latest weights are the best we know
     progress_.best_step = progress_.step;
@@ -410,11 +381,21 @@ int Trainer::finish() {
   report["split"] = "test";
   report["checkpoint"] = last_path_;
   report["step"] = progress_.step;
-  write_file_atomic(path_in(out_dir_, "eval.json"), report.dump(2) + "\n");
-  log_metrics({{"type", "test"}, {"step", progress_.step}, {"test_loss", test.loss},
-               {"test_acc", test.top1}, {"test_top5", test.top5}});
+  nlohmann::json test_line = {{"type", "test"}, {"step", progress_.step}, {"test_loss", test.loss},
+                              {"test_acc", test.top1}, {"test_top5", test.top5}};
   std::printf("test (last.safetensors, step %lld): top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%lld images)\n",
               (long long)progress_.step, 100 * test.top1, 100 * test.top5, test.loss, (long long)test.n);
+  if (const ViT* averaged = averaged_model()) {
+    const EvalResult ema = evaluate(*averaged, *acts_, test_images.dataset, test_images.indices,
+                                    config_.data.mean, config_.data.std);
+    report["ema"] = eval_to_json(ema, class_names_);
+    report["ema"]["checkpoint"] = ema_path_;
+    test_line.update({{"test_loss_ema", ema.loss}, {"test_acc_ema", ema.top1}, {"test_top5_ema", ema.top5}});
+    std::printf("test (ema.safetensors, step %lld): top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%lld images)\n",
+                (long long)progress_.step, 100 * ema.top1, 100 * ema.top5, ema.loss, (long long)ema.n);
+  }
+  write_file_atomic(path_in(out_dir_, "eval.json"), report.dump(2) + "\n");
+  log_metrics(test_line);
   std::printf("trained %lld steps in %s (%.0f img/s while training); run directory %s\n",
               (long long)progress_.step, format_duration(seconds_since(run_start_)).c_str(),
               trained_images_ / std::max(train_seconds_, 1e-9), out_dir_.c_str());
@@ -450,8 +431,34 @@ void Trainer::report_profile() const {
                double(model_->num_params) * sizeof(float));
 }
 
+// The model with the optimizer's moving average of the weights as its own, or nullptr when
+// no average is kept (yet).
+const ViT* Trainer::averaged_model() {
+  if (!averaged_ || optimizer_->average_updates == 0) return nullptr;
+  std::copy(optimizer_->average.data(), optimizer_->average.data() + model_->num_params,
+            averaged_->weights.data());
+  return &*averaged_;
+}
+
+// The average's validation figures for the epoch line of metrics.jsonl, also added to the
+// epoch's summary line.
+nlohmann::json Trainer::validate_average(std::string& val_text) {
+  const ViT* averaged = averaged_model();
+  if (!averaged) return nlohmann::json::object();
+  const EvalResult val =
+      evaluate(*averaged, *acts_, data_.train, val_indices_, config_.data.mean, config_.data.std);
+  averaged_val_top1_ = val.top1;
+  val_text += strprintf(" | ema acc %.2f%%", 100 * val.top1);
+  return {{"val_loss_ema", val.loss}, {"val_acc_ema", val.top1}};
+}
+
 void Trainer::save_last_and_resume() {
   save_checkpoint(last_path_, *model_, config_, class_names_, progress_);
+  if (const ViT* averaged = averaged_model()) {
+    TrainingProgress of_average = progress_;
+    of_average.val_top1 = averaged_val_top1_;
+    save_checkpoint(ema_path_, *averaged, config_, class_names_, of_average);
+  }
   save_resume_state(resume_path_, *model_, *optimizer_, config_, progress_);
   saved_step_ = progress_.step;
 }

@@ -62,6 +62,7 @@ void require_same(const Config& a, const Config& b) {
   CHECK(a.optim.min_lr == b.optim.min_lr);
   CHECK(a.optim.clip_grad_norm == b.optim.clip_grad_norm);
   CHECK(a.optim.label_smoothing == b.optim.label_smoothing);
+  CHECK(a.optim.ema_decay == b.optim.ema_decay);
   CHECK(a.train.epochs == b.train.epochs);
   CHECK(a.train.max_steps == b.train.max_steps);
   CHECK(a.train.batch_size == b.train.batch_size);
@@ -115,6 +116,7 @@ Config unusual_config() {
   c.optim.min_lr = 1.17549435e-38f;   // smallest normal float
   c.optim.clip_grad_norm = 1.0f;
   c.optim.label_smoothing = 0.1f;
+  c.optim.ema_decay = 0.9999f;
   c.train.epochs = 7;
   c.train.max_steps = 123;
   c.train.batch_size = 1;
@@ -412,7 +414,7 @@ TEST_CASE("config_to_toml reads back to the same config", "[config]") {
 
 TEST_CASE("config_to_flat and config_from_flat invert each other", "[config]") {
   auto flat = minivit::config_to_flat(Config{});
-  CHECK(flat.size() == 48);
+  CHECK(flat.size() == 49);
   auto has = [&](const std::string& key, const std::string& value) {
     for (const auto& [k, v] : flat)
       if (k == key) return v == value;

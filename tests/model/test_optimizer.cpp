@@ -118,3 +118,40 @@ TEST_CASE("gradient clipping scales to the global norm", "[optim]") {
   CHECK(grad_global_norm(model) == Approx(1.0).epsilon(1e-5));
   CHECK(clip_grad_norm(model, 10.0 * norm) == Approx(1.0).epsilon(1e-5));  // below max: untouched
 }
+
+TEST_CASE("the weights' moving average starts at the weights the first step finds and follows "
+          "timm's rule, with TensorFlow's early decay",
+          "[optim][ema]") {
+  CHECK(average_decay(0.999f, 1) == Approx(2.0 / 11.0));
+  CHECK(average_decay(0.999f, 90) == Approx(91.0 / 100.0));
+  CHECK(average_decay(0.9f, 1000) == 0.9f);  // the configured decay once it is the smaller
+
+  ViT model(small());
+  OptimConfig oc;
+  oc.name = OptimizerKind::sgd;
+  oc.momentum = 0.0f;
+  oc.weight_decay = 0.0f;
+  oc.ema_decay = 0.5f;
+  Optimizer opt(oc, model.num_params);
+  REQUIRE(opt.average_updates == 0);
+  for (int64_t i = 0; i < model.num_params; ++i) model.weights.data()[i] = 1.0f;
+  // Three steps of w -= 0.25: the weights go 1 -> 0.75 -> 0.5 -> 0.25.
+  double average = 1.0;
+  for (int step = 1; step <= 3; ++step) {
+    for (int64_t i = 0; i < model.num_params; ++i) model.grads.data()[i] = 1.0f;
+    opt.step(model, 0.25f);
+    const double d = std::min(0.5, (1.0 + step) / (10.0 + step));
+    average = d * average + (1 - d) * (1.0 - 0.25 * step);
+  }
+  CHECK(opt.average_updates == 3);
+  const ParamSpec* fixed_free = model.find("head.weight");
+  CHECK(opt.average.data()[fixed_free->offset] == Approx(average).epsilon(1e-6));
+  CHECK(model.weights.data()[fixed_free->offset] == 0.25f);  // the weights themselves untouched
+
+  // Off: no buffer, nothing kept.
+  oc.ema_decay = 0.0f;
+  Optimizer plain(oc, model.num_params);
+  plain.step(model, 0.25f);
+  CHECK(plain.average.size() == 0);
+  CHECK(plain.average_updates == 0);
+}

@@ -156,3 +156,47 @@ TEST_CASE("setup refuses what cannot be trained, with the reason", "[trainer]") 
                             "configured 10 steps");
   }
 }
+
+TEST_CASE("with optim.ema_decay the trainer keeps, validates, saves and tests the weights' "
+          "moving average beside the weights",
+          "[trainer][ema]") {
+  TinyData tiny;
+  const std::string out = tiny.dir.str("run");
+  Trainer trainer(tiny.options(out, {"train.max_steps=20", "optim.ema_decay=0.9"}));
+  CHECK(trainer.run() == 0);
+  const Checkpoint last = load_checkpoint(out + "/last.safetensors");
+  const Checkpoint ema = load_checkpoint(out + "/ema.safetensors");
+  CHECK(ema.progress.step == 20);
+  CHECK(ema.config.optim.ema_decay == 0.9f);
+  REQUIRE(ema.model->num_params == last.model->num_params);
+  // An average of the path, not the end of it.
+  int64_t differ = 0;
+  for (int64_t i = 0; i < last.model->num_params; ++i)
+    differ += ema.model->weights.data()[i] != last.model->weights.data()[i];
+  CHECK(differ > last.model->num_params / 2);
+
+  bool validated = false;
+  for (const nlohmann::json& line : metrics_lines(out))
+    if (line["type"] == "epoch") {
+      validated = true;
+      CHECK(line["val_acc_ema"].get<double>() >= 0.0);
+      CHECK(line["val_acc_ema"].get<double>() <= 1.0);
+      CHECK(line.contains("val_loss_ema"));
+    }
+  CHECK(validated);
+  CHECK(ema.progress.val_top1 >= 0.0);  // the average's own validation accuracy
+  const nlohmann::json test_line = metrics_lines(out).back();
+  CHECK(test_line["type"] == "test");
+  const auto eval = nlohmann::json::parse(read_text(out + "/eval.json"));
+  CHECK(eval["ema"]["n"] == 96);
+  CHECK(eval["ema"]["checkpoint"] == out + "/ema.safetensors");
+  CHECK(eval["ema"]["top1"] == test_line["test_acc_ema"]);
+  CHECK(eval["top1"] == test_line["test_acc"]);
+
+  // Without the key there is no average and no ema.safetensors.
+  const std::string plain = tiny.dir.str("plain");
+  Trainer without(tiny.options(plain, {"train.max_steps=4"}));
+  CHECK(without.run() == 0);
+  CHECK_FALSE(fs::exists(plain + "/ema.safetensors"));
+  CHECK_FALSE(nlohmann::json::parse(read_text(plain + "/eval.json")).contains("ema"));
+}

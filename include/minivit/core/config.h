@@ -97,6 +97,9 @@ struct OptimConfig {
   float min_lr = 0.0f;
   float clip_grad_norm = 0.0f;  // 0 = off
   float label_smoothing = 0.0f;
+  // Decay of an exponential moving average of the weights (timm's model EMA), kept beside
+  // them and saved as ema.safetensors; 0 = off.
+  float ema_decay = 0.0f;
 };
 
 struct TrainConfig {

@@ -24,14 +24,28 @@ double grad_global_norm(const ViT& model);
 // Scales gradients so their global norm is at most max_norm; returns the norm before.
 double clip_grad_norm(ViT& model, double max_norm);
 
+// The decay of the weights' moving average at its `updates`-th update (1-based): the
+// configured one, held lower at first as TensorFlow's ExponentialMovingAverage does with
+// num_updates, min(decay, (1 + n) / (10 + n)), so the average forgets the random
+// initialisation within the first few hundred steps rather than over 1 / (1 - decay).
+float average_decay(float decay, int64_t updates);
+
 struct Optimizer {
   OptimConfig config;
   Tensor1 m;  // (num_params) Adam first moment, or SGD momentum buffer
   Tensor1 v;  // (num_params) Adam second moment (unused by SGD)
   int64_t steps_taken = 0;  // for Adam's bias correction
+  // (num_params) moving average of the weights when config.ema_decay > 0, else empty. It
+  // starts from the weights the first step finds (the initialisation, --init's, or a
+  // resumed run's when its state had no average) and follows every step after.
+  Tensor1 average;
+  int64_t average_updates = 0;  // 0: not started
 
   Optimizer(const OptimConfig& config, int64_t num_params);
   void step(ViT& model, float lr);
+
+ private:
+  void update_average(const ViT& model);
 };
 
 }  // namespace minivit

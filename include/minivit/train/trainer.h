@@ -75,8 +75,9 @@ class Trainer {
   // metrics.jsonl, curves.png and the epoch's summary line.
   void end_of_epoch();
   // Saves what is not saved yet. After a stop signal, says how to continue and returns
-  // 128 + the signal; otherwise evaluates last.safetensors' weights on the test split,
-  // writes eval.json and the test line of metrics.jsonl, and returns 0.
+  // 128 + the signal; otherwise evaluates last.safetensors' weights (and, with
+  // optim.ema_decay, ema.safetensors') on the test split, writes eval.json and the test line
+  // of metrics.jsonl, and returns 0.
   int finish();
 
   const TrainingProgress& progress() const { return progress_; }
@@ -92,6 +93,8 @@ class Trainer {
   [[noreturn]] void fail_on_nonfinite_loss(const StepResult& result);
   void report_step(const StepResult& result, float lr, int64_t epoch);
   void save_last_and_resume();
+  const ViT* averaged_model();
+  nlohmann::json validate_average(std::string& val_text);
   void log_metrics(const nlohmann::json& line);
   void note_oversubscription(int threads) const;
   bool stop_requested() const;
@@ -107,7 +110,7 @@ class Trainer {
   int stop_signal_ = 0;
   std::optional<RunLock> run_lock_;  // held on out_dir_ from setup until destruction
   bool resuming_ = false;
-  std::string out_dir_, resume_path_, last_path_, best_path_, metrics_path_;
+  std::string out_dir_, resume_path_, last_path_, best_path_, ema_path_, metrics_path_;
 
   DataSplits data_;
   std::vector<int64_t> train_indices_, val_indices_;
@@ -117,6 +120,8 @@ class Trainer {
 
   std::optional<ViT> model_;
   std::optional<Optimizer> optimizer_;
+  std::optional<ViT> averaged_;  // holds the optimizer's weight average to evaluate and save it
+  double averaged_val_top1_ = -1.0;  // of the average at the last validation
   std::optional<Activations> acts_;
   std::optional<TrainBatches> batches_;
   std::optional<BatchPrefetcher> prefetcher_;
