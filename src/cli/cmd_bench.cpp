@@ -82,72 +82,173 @@ static Latency measure_latency(const ViT& model, int n) {
   return result;
 }
 
+// The model, its run state and one synthetic batch at a config's shapes.
+struct BenchSetup {
+  Config config;
+  ModelConfig mc;
+  int B, K;
+  int64_t image_len;
+  ViT model;
+  Optimizer optimizer;
+  Activations acts;
+  std::vector<float> images, targets;  // (B, C*H*W), (B, K)
+  std::vector<int32_t> labels;         // (B)
+
+  explicit BenchSetup(const Config& c)
+      : config(c), mc(c.model), B(c.train.batch_size), K(c.model.num_classes),
+        image_len(int64_t(mc.channels) * mc.image_size * mc.image_size), model(mc),
+        optimizer(c.optim, model.num_params), acts(mc, B, true),
+        images(size_t(B * image_len)), targets(size_t(B) * K), labels(static_cast<size_t>(B)) {
+    model.init(c.train.seed);
+    for (size_t i = 0; i < images.size(); ++i) images[i] = float(rng_normal(3, i));
+    for (int b = 0; b < B; ++b) labels[size_t(b)] = int32_t(rng_u64(4, uint64_t(b)) % uint64_t(K));
+    make_targets(targets.data(), labels.data(), B, K, c.optim.label_smoothing);
+  }
+
+  void train_steps(int n, int64_t first) {
+    for (int s = 0; s < n; ++s)
+      train_step(model, acts, optimizer, images.data(), targets.data(), labels.data(), B,
+                 config.optim.lr * 0.01f, config.optim.clip_grad_norm,
+                 rng_key(config.train.seed, kRngDropout, uint64_t(first + s)));
+  }
+
+  // An evaluation batch goes through the model in the chunks evaluate() uses.
+  void eval_batch() {
+    for (int start = 0; start < B; start += kEvalChunk)
+      vit_forward(model, acts, images.data() + start * image_len, std::min(kEvalChunk, B - start),
+                  false, 0);
+  }
+};
+
+struct Throughput {
+  double train_s = 0.0, eval_s = 0.0;  // for opt.steps steps and batches
+  double train_ips = 0.0, eval_ips = 0.0, train_gflops = 0.0, eval_gflops = 0.0;
+  double sgemm = 0.0;  // GFLOP/s on the model's largest product, same threads
+  double attention_share = 0.0;  // of the training time
+};
+
+// Training steps and evaluation batches on the thread pool as it is set, each after
+// opt.warmup untimed ones, and the sgemm rate on the same threads.
+static Throughput measure_throughput(BenchSetup& s, const BenchOptions& opt) {
+  Throughput t;
+  s.train_steps(opt.warmup, 0);
+  StepProfile profile;
+  s.acts.profile = &profile;
+  auto t0 = Clock::now();
+  s.train_steps(opt.steps, opt.warmup);
+  t.train_s = seconds_since(t0);
+  t.attention_share = profile.attention_seconds / t.train_s;
+  s.acts.profile = nullptr;
+
+  for (int i = 0; i < opt.warmup; ++i) s.eval_batch();
+  t0 = Clock::now();
+  for (int i = 0; i < opt.steps; ++i) s.eval_batch();
+  t.eval_s = seconds_since(t0);
+
+  t.sgemm = measure_sgemm_gflops(s.B * s.mc.tokens(), 3 * s.mc.dim, s.mc.dim);
+  t.train_ips = double(opt.steps) * s.B / t.train_s;
+  t.eval_ips = double(opt.steps) * s.B / t.eval_s;
+  t.train_gflops = t.train_ips * vit_train_flops(s.mc) / 1e9;
+  t.eval_gflops = t.eval_ips * vit_forward_flops(s.mc) / 1e9;
+  return t;
+}
+
+// Latency on one thread, then the pool set back to `threads`.
+static Latency measure_latency_on_one_thread(const ViT& model, int images, int threads) {
+  set_num_threads(1);
+  try {
+    const Latency latency = measure_latency(model, images);
+    set_num_threads(threads);
+    return latency;
+  } catch (...) {
+    set_num_threads(threads);
+    throw;
+  }
+}
+
+// 1, 2, 4, ... threads up to the machine's cores, and the core count itself.
+static std::vector<int> sweep_thread_counts() {
+  const int cores = max_work_blocks();
+  std::vector<int> counts;
+  for (int t = 1; t < cores; t *= 2) counts.push_back(t);
+  counts.push_back(cores);
+  return counts;
+}
+
+// --threads-sweep: the same measurement at each thread count, as a table with the scaling
+// over one thread beside the sgemm rate's, so a machine's scaling shows at a glance.
+static int run_threads_sweep(BenchSetup& s, const BenchOptions& opt) {
+  std::fprintf(stderr, "bench: %s, batch %d, %d tokens, %s attention, threads %s, gemm kernels %s\n",
+               opt.config_path.c_str(), s.B, s.mc.tokens(), std::string(config_name(s.mc.attention)).c_str(),
+               "swept", gemm_kernels_name().c_str());
+  std::printf("threads  train img/s  eval img/s  sgemm GFLOP/s  train %%sgemm  eval %%sgemm  "
+              "train x1  eval x1  sgemm x1\n");
+  nlohmann::json rows = nlohmann::json::array();
+  Throughput one;
+  for (int threads : sweep_thread_counts()) {
+    set_num_threads(threads);
+    const Throughput t = measure_throughput(s, opt);
+    if (threads == 1) one = t;
+    std::printf("%7d  %11.1f  %10.1f  %13.1f  %11.1f%%  %10.1f%%  %8.2f  %7.2f  %8.2f\n", threads,
+                t.train_ips, t.eval_ips, t.sgemm, 100 * t.train_gflops / t.sgemm,
+                100 * t.eval_gflops / t.sgemm, t.train_ips / one.train_ips, t.eval_ips / one.eval_ips,
+                t.sgemm / one.sgemm);
+    std::fflush(stdout);
+    rows.push_back({{"threads", threads},
+                    {"train_img_per_s", t.train_ips},
+                    {"eval_img_per_s", t.eval_ips},
+                    {"sgemm_gflops", t.sgemm},
+                    {"train_percent_of_sgemm", 100 * t.train_gflops / t.sgemm},
+                    {"eval_percent_of_sgemm", 100 * t.eval_gflops / t.sgemm}});
+  }
+  const int cores = max_work_blocks();
+  Latency latency;
+  if (opt.latency_images > 0) {
+    latency = measure_latency_on_one_thread(s.model, opt.latency_images, cores);
+    std::printf("latency  batch 1, 1 thread: median %.3f ms, p99 %.3f ms over %d images (forward only)\n",
+                latency.median_ms, latency.p99_ms, opt.latency_images);
+  }
+  std::printf("gemm kernels %s, %d cores, batch %d\n", gemm_kernels_name().c_str(), cores, s.B);
+  if (!opt.json_path.empty()) {
+    nlohmann::json j = {{"attention", config_name(s.mc.attention)}, {"threads_sweep", rows},
+                        {"cores", cores}, {"batch_size", s.B}, {"tokens", s.mc.tokens()},
+                        {"steps", opt.steps}, {"gemm_kernels", gemm_kernels_name()},
+                        {"blas_kernels", blas_kernel_name()}, {"config", opt.config_path},
+                        {"latency_images", opt.latency_images}};
+    if (opt.latency_images > 0) {
+      j["latency_median_ms"] = latency.median_ms;
+      j["latency_p99_ms"] = latency.p99_ms;
+    }
+    write_file_atomic(opt.json_path, j.dump(2) + "\n");
+  }
+  return 0;
+}
+
 int run_bench(const BenchOptions& opt) {
   Config config = load_config(opt.config_path, opt.sets);
   if (opt.steps < 1) throw Error("--steps: must be at least 1, got " + std::to_string(opt.steps));
   if (opt.latency_images < 0)
     throw Error("--latency-images: must be 0 (skip the latency measurement) or more, got " +
                 std::to_string(opt.latency_images));
+  BenchSetup s(config);
+  if (opt.threads_sweep) return run_threads_sweep(s, opt);
+
   const int threads = set_num_threads(config.train.threads);
-  const ModelConfig& mc = config.model;
-  const int B = config.train.batch_size, K = mc.num_classes;
-  const int64_t image_len = int64_t(mc.channels) * mc.image_size * mc.image_size;
-
-  ViT model(mc);
-  model.init(config.train.seed);
-  Optimizer optimizer(config.optim, model.num_params);
-  Activations acts(mc, B, true);
-  std::vector<float> images(size_t(B * image_len)), targets(size_t(B) * K);
-  std::vector<int32_t> labels(static_cast<size_t>(B));
-  for (size_t i = 0; i < images.size(); ++i) images[i] = float(rng_normal(3, i));
-  for (int b = 0; b < B; ++b) labels[size_t(b)] = int32_t(rng_u64(4, uint64_t(b)) % uint64_t(K));
-  make_targets(targets.data(), labels.data(), B, K, config.optim.label_smoothing);
-
-  auto train_steps = [&](int n, int64_t first) {
-    for (int s = 0; s < n; ++s)
-      train_step(model, acts, optimizer, images.data(), targets.data(), labels.data(), B,
-                 config.optim.lr * 0.01f, config.optim.clip_grad_norm,
-                 rng_key(config.train.seed, kRngDropout, uint64_t(first + s)));
-  };
+  const ModelConfig& mc = s.mc;
+  const int B = s.B;
   std::fprintf(stderr, "bench: %s, batch %d, %d tokens, %s attention, %d threads, gemm kernels %s\n",
                opt.config_path.c_str(), B, mc.tokens(), std::string(config_name(mc.attention)).c_str(),
                threads, gemm_kernels_name().c_str());
   if (const std::string advice = blas_kernel_advice(); !advice.empty())
     std::fprintf(stderr, "%s\n", advice.c_str());
-  train_steps(opt.warmup, 0);
-  StepProfile profile;
-  acts.profile = &profile;
-  auto t0 = Clock::now();
-  train_steps(opt.steps, opt.warmup);
-  const double train_s = seconds_since(t0);
-  const double attention_share = profile.attention_seconds / train_s;
-  acts.profile = nullptr;
-
-  // Evaluation batches go through the model in the chunks evaluate() uses.
-  auto eval_batch = [&]() {
-    for (int start = 0; start < B; start += kEvalChunk)
-      vit_forward(model, acts, images.data() + start * image_len, std::min(kEvalChunk, B - start),
-                  false, 0);
-  };
-  for (int s = 0; s < opt.warmup; ++s) eval_batch();
-  t0 = Clock::now();
-  for (int s = 0; s < opt.steps; ++s) eval_batch();
-  const double eval_s = seconds_since(t0);
-
-  // Latency on one thread, then the bench's thread count again for the sgemm rate.
+  const Throughput t = measure_throughput(s, opt);
+  const double train_ips = t.train_ips, eval_ips = t.eval_ips, sgemm = t.sgemm;
+  const double train_gflops = t.train_gflops, eval_gflops = t.eval_gflops;
+  const double attention_share = t.attention_share, train_s = t.train_s, eval_s = t.eval_s;
   Latency latency;
-  if (opt.latency_images > 0) {
-    set_num_threads(1);
-    try {
-      latency = measure_latency(model, opt.latency_images);
-    } catch (...) {
-      set_num_threads(threads);
-      throw;
-    }
-    set_num_threads(threads);
-  }
+  if (opt.latency_images > 0)
+    latency = measure_latency_on_one_thread(s.model, opt.latency_images, threads);
 
-  const double sgemm = measure_sgemm_gflops(B * mc.tokens(), 3 * mc.dim, mc.dim);
   // OpenBLAS on the same product, for scale, when minivit's own kernels are in use.
   const GemmKernels in_use = gemm_kernels();
   double openblas_sgemm = sgemm;
@@ -156,10 +257,6 @@ int run_bench(const BenchOptions& opt) {
     openblas_sgemm = measure_sgemm_gflops(B * mc.tokens(), 3 * mc.dim, mc.dim);
     set_gemm_kernels(in_use);
   }
-  const double train_ips = double(opt.steps) * B / train_s;
-  const double eval_ips = double(opt.steps) * B / eval_s;
-  const double train_gflops = train_ips * vit_train_flops(mc) / 1e9;
-  const double eval_gflops = eval_ips * vit_forward_flops(mc) / 1e9;
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   const double peak_rss_mb = usage.ru_maxrss / 1024.0;
@@ -180,7 +277,7 @@ int run_bench(const BenchOptions& opt) {
   std::printf("attention core: %.1f%% of training time, %.1f%% of the FLOPs\n",
               100 * attention_share, 100 * vit_attention_flop_share(mc));
   std::printf("threads %d, gemm kernels %s, peak RSS %.0f MB, activations %.0f MB\n", threads,
-              gemm_kernels_name().c_str(), peak_rss_mb, acts.bytes() / 1048576.0);
+              gemm_kernels_name().c_str(), peak_rss_mb, s.acts.bytes() / 1048576.0);
   if (!opt.json_path.empty()) {
     nlohmann::json j = {{"attention", config_name(mc.attention)},
                         {"train_img_per_s", train_ips},

@@ -114,6 +114,10 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--latency-images", bench.latency_images,
                         "Single images timed one by one for the latency line: batch 1, one "
                         "thread, median and 99th percentile (default 1000, 0 skips it)");
+  bench_cmd->add_flag("--threads-sweep", bench.threads_sweep,
+                      "Measure at 1, 2, 4, ... threads up to the machine's cores (ignoring "
+                      "train.threads) and print one row per count: images/s, the sgemm rate on "
+                      "as many threads, and each one's scaling over one thread");
   bench_cmd->add_option("--json", bench.json_path, "Also write the results as JSON to this file");
   bench_cmd->footer(
       "Matrix products run on minivit's own AVX-512 kernels when the build and the CPU have "

@@ -434,3 +434,34 @@ TEST_CASE("bench reports single-image latency, and --latency-images sets or skip
     CHECK_FALSE(fs::exists(json));
   }
 }
+
+TEST_CASE("bench --threads-sweep measures 1, 2, 4, ... threads up to the cores, one row each",
+          "[cli]") {
+  TempDir dir("cli_bench_sweep");
+  const std::string config = dir.str("tiny.toml"), json = dir.str("sweep.json");
+  write_text(config, tiny_config_toml(dir.str("no_data_needed"), dir.str("run")));
+  const RunResult r = run_minivit("bench --config " + config +
+                                  " --threads-sweep --steps 1 --warmup 0 --latency-images 0 --json " + json);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("threads  train img/s  eval img/s  sgemm GFLOP/s"));
+  const auto j = nlohmann::json::parse(read_text(json));
+  const int cores = j.at("cores");
+  REQUIRE(cores >= 1);
+  std::vector<int> expected;
+  for (int t = 1; t < cores; t *= 2) expected.push_back(t);
+  expected.push_back(cores);
+  const auto& rows = j.at("threads_sweep");
+  REQUIRE(rows.size() == expected.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    CHECK(rows[i].at("threads").get<int>() == expected[i]);
+    CHECK(rows[i].at("train_img_per_s").get<double>() > 0);
+    CHECK(rows[i].at("eval_img_per_s").get<double>() > 0);
+    CHECK(rows[i].at("sgemm_gflops").get<double>() > 0);
+    CHECK(rows[i].at("train_percent_of_sgemm").get<double>() > 0);
+    // One printed row per count, its thread count first.
+    CHECK_THAT(r.out, Contains("\n" + std::string(7 - std::to_string(expected[i]).size(), ' ') +
+                               std::to_string(expected[i]) + "  "));
+  }
+  CHECK_FALSE(j.contains("latency_median_ms"));
+}

@@ -55,6 +55,7 @@ struct BenchOptions {
   int steps = 20;   // timed training steps and evaluation batches
   int warmup = 3;
   int latency_images = 1000;  // batch-1, one-thread forwards timed one by one; 0 skips them
+  bool threads_sweep = false;  // measure at 1, 2, 4, ... threads up to the cores, as a table
   std::string json_path;
 };
 int run_bench(const BenchOptions& options);
