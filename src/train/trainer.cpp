@@ -455,8 +455,11 @@ nlohmann::json Trainer::validate_average(std::string& val_text) {
 void Trainer::save_last_and_resume() {
   save_checkpoint(last_path_, *model_, config_, class_names_, progress_);
   if (const ViT* averaged = averaged_model()) {
+    // The figures of the average itself: the best so far are the weights', not its.
     TrainingProgress of_average = progress_;
     of_average.val_top1 = averaged_val_top1_;
+    of_average.best_val_top1 = -1.0;
+    of_average.best_step = -1;
     save_checkpoint(ema_path_, *averaged, config_, class_names_, of_average);
   }
   save_resume_state(resume_path_, *model_, *optimizer_, config_, progress_);

@@ -185,6 +185,7 @@ TEST_CASE("with optim.ema_decay the trainer keeps, validates, saves and tests th
     }
   CHECK(validated);
   CHECK(ema.progress.val_top1 >= 0.0);  // the average's own validation accuracy
+  CHECK(ema.progress.best_val_top1 < 0.0);  // not the weights' best, which it never had
   const nlohmann::json test_line = metrics_lines(out).back();
   CHECK(test_line["type"] == "test");
   const auto eval = nlohmann::json::parse(read_text(out + "/eval.json"));
