@@ -20,6 +20,15 @@ static ModelConfig small() {
   return c;
 }
 
+// w -= lr * g: no momentum, no weight decay.
+static OptimConfig plain_sgd() {
+  OptimConfig c;
+  c.name = OptimizerKind::sgd;
+  c.momentum = 0.0f;
+  c.weight_decay = 0.0f;
+  return c;
+}
+
 TEST_CASE("AdamW: two steps match torch.optim.AdamW's rule, decay on matrices only", "[optim]") {
   ViT model(small());
   for (int64_t i = 0; i < model.num_params; ++i) model.weights.data()[i] = 0.5f;
@@ -77,11 +86,7 @@ TEST_CASE("SGD with momentum matches torch.optim.SGD", "[optim]") {
 
 TEST_CASE("plain SGD is w -= lr * g", "[optim]") {
   ViT model(small());
-  OptimConfig oc;
-  oc.name = OptimizerKind::sgd;
-  oc.momentum = 0.0f;
-  oc.weight_decay = 0.0f;
-  Optimizer opt(oc, model.num_params);
+  Optimizer opt(plain_sgd(), model.num_params);
   for (int64_t i = 0; i < model.num_params; ++i) {
     model.weights.data()[i] = float(i);
     model.grads.data()[i] = 1.0f;
@@ -127,10 +132,7 @@ TEST_CASE("the weights' moving average starts at the weights the first step find
   CHECK(average_decay(0.9f, 1000) == 0.9f);  // the configured decay once it is the smaller
 
   ViT model(small());
-  OptimConfig oc;
-  oc.name = OptimizerKind::sgd;
-  oc.momentum = 0.0f;
-  oc.weight_decay = 0.0f;
+  OptimConfig oc = plain_sgd();
   oc.ema_decay = 0.5f;
   Optimizer opt(oc, model.num_params);
   REQUIRE(opt.average_updates == 0);
