@@ -124,6 +124,7 @@ struct Throughput {
   double train_s = 0.0, eval_s = 0.0;  // for opt.steps steps and batches
   double train_ips = 0.0, eval_ips = 0.0, train_gflops = 0.0, eval_gflops = 0.0;
   double sgemm = 0.0;  // GFLOP/s on the model's largest product, same threads
+  double train_percent = 0.0, eval_percent = 0.0;  // of the sgemm rate
   double attention_share = 0.0;  // of the training time
 };
 
@@ -150,6 +151,8 @@ static Throughput measure_throughput(BenchSetup& s, const BenchOptions& opt) {
   t.eval_ips = double(opt.steps) * s.B / t.eval_s;
   t.train_gflops = t.train_ips * vit_train_flops(s.mc) / 1e9;
   t.eval_gflops = t.eval_ips * vit_forward_flops(s.mc) / 1e9;
+  t.train_percent = 100 * t.train_gflops / t.sgemm;
+  t.eval_percent = 100 * t.eval_gflops / t.sgemm;
   return t;
 }
 
@@ -166,6 +169,15 @@ static Latency measure_latency_on_one_thread(const ViT& model, int images, int t
   }
 }
 
+// The line on stderr that says what is measured; `threads` as bench runs them.
+static void announce(const BenchSetup& s, const BenchOptions& opt, const std::string& threads) {
+  std::fprintf(stderr, "bench: %s, batch %d, %d tokens, %s attention, %s, gemm kernels %s\n",
+               opt.config_path.c_str(), s.B, s.mc.tokens(), std::string(config_name(s.mc.attention)).c_str(),
+               threads.c_str(), gemm_kernels_name().c_str());
+  if (const std::string advice = blas_kernel_advice(); !advice.empty())
+    std::fprintf(stderr, "%s\n", advice.c_str());
+}
+
 // 1, 2, 4, ... threads up to the machine's cores, and the core count itself.
 static std::vector<int> sweep_thread_counts() {
   const int cores = max_work_blocks();
@@ -178,9 +190,7 @@ static std::vector<int> sweep_thread_counts() {
 // --threads-sweep: the same measurement at each thread count, as a table with the scaling
 // over one thread beside the sgemm rate's, so a machine's scaling shows at a glance.
 static int run_threads_sweep(BenchSetup& s, const BenchOptions& opt) {
-  std::fprintf(stderr, "bench: %s, batch %d, %d tokens, %s attention, threads %s, gemm kernels %s\n",
-               opt.config_path.c_str(), s.B, s.mc.tokens(), std::string(config_name(s.mc.attention)).c_str(),
-               "swept", gemm_kernels_name().c_str());
+  announce(s, opt, "threads swept");
   std::printf("threads  train img/s  eval img/s  sgemm GFLOP/s  train %%sgemm  eval %%sgemm  "
               "train x1  eval x1  sgemm x1\n");
   nlohmann::json rows = nlohmann::json::array();
@@ -190,16 +200,15 @@ static int run_threads_sweep(BenchSetup& s, const BenchOptions& opt) {
     const Throughput t = measure_throughput(s, opt);
     if (threads == 1) one = t;
     std::printf("%7d  %11.1f  %10.1f  %13.1f  %11.1f%%  %10.1f%%  %8.2f  %7.2f  %8.2f\n", threads,
-                t.train_ips, t.eval_ips, t.sgemm, 100 * t.train_gflops / t.sgemm,
-                100 * t.eval_gflops / t.sgemm, t.train_ips / one.train_ips, t.eval_ips / one.eval_ips,
+                t.train_ips, t.eval_ips, t.sgemm, t.train_percent, t.eval_percent, t.train_ips / one.train_ips, t.eval_ips / one.eval_ips,
                 t.sgemm / one.sgemm);
     std::fflush(stdout);
     rows.push_back({{"threads", threads},
                     {"train_img_per_s", t.train_ips},
                     {"eval_img_per_s", t.eval_ips},
                     {"sgemm_gflops", t.sgemm},
-                    {"train_percent_of_sgemm", 100 * t.train_gflops / t.sgemm},
-                    {"eval_percent_of_sgemm", 100 * t.eval_gflops / t.sgemm}});
+                    {"train_percent_of_sgemm", t.train_percent},
+                    {"eval_percent_of_sgemm", t.eval_percent}});
   }
   const int cores = max_work_blocks();
   Latency latency;
@@ -236,22 +245,15 @@ int run_bench(const BenchOptions& opt) {
   const int threads = set_num_threads(config.train.threads);
   const ModelConfig& mc = s.mc;
   const int B = s.B;
-  std::fprintf(stderr, "bench: %s, batch %d, %d tokens, %s attention, %d threads, gemm kernels %s\n",
-               opt.config_path.c_str(), B, mc.tokens(), std::string(config_name(mc.attention)).c_str(),
-               threads, gemm_kernels_name().c_str());
-  if (const std::string advice = blas_kernel_advice(); !advice.empty())
-    std::fprintf(stderr, "%s\n", advice.c_str());
+  announce(s, opt, std::to_string(threads) + " threads");
   const Throughput t = measure_throughput(s, opt);
-  const double train_ips = t.train_ips, eval_ips = t.eval_ips, sgemm = t.sgemm;
-  const double train_gflops = t.train_gflops, eval_gflops = t.eval_gflops;
-  const double attention_share = t.attention_share, train_s = t.train_s, eval_s = t.eval_s;
   Latency latency;
   if (opt.latency_images > 0)
     latency = measure_latency_on_one_thread(s.model, opt.latency_images, threads);
 
   // OpenBLAS on the same product, for scale, when minivit's own kernels are in use.
   const GemmKernels in_use = gemm_kernels();
-  double openblas_sgemm = sgemm;
+  double openblas_sgemm = t.sgemm;
   if (in_use != GemmKernels::openblas) {
     set_gemm_kernels(GemmKernels::openblas);
     openblas_sgemm = measure_sgemm_gflops(B * mc.tokens(), 3 * mc.dim, mc.dim);
@@ -261,36 +263,36 @@ int run_bench(const BenchOptions& opt) {
   getrusage(RUSAGE_SELF, &usage);
   const double peak_rss_mb = usage.ru_maxrss / 1024.0;
 
-  std::printf("train  %8.1f img/s  %6.1f GFLOP/s  (%4.1f%% of sgemm)  %.2f ms/step\n", train_ips,
-              train_gflops, 100 * train_gflops / sgemm, 1e3 * train_s / opt.steps);
-  std::printf("eval   %8.1f img/s  %6.1f GFLOP/s  (%4.1f%% of sgemm)  %.2f ms/batch\n", eval_ips,
-              eval_gflops, 100 * eval_gflops / sgemm, 1e3 * eval_s / opt.steps);
+  std::printf("train  %8.1f img/s  %6.1f GFLOP/s  (%4.1f%% of sgemm)  %.2f ms/step\n", t.train_ips,
+              t.train_gflops, t.train_percent, 1e3 * t.train_s / opt.steps);
+  std::printf("eval   %8.1f img/s  %6.1f GFLOP/s  (%4.1f%% of sgemm)  %.2f ms/batch\n", t.eval_ips,
+              t.eval_gflops, t.eval_percent, 1e3 * t.eval_s / opt.steps);
   if (opt.latency_images > 0)
     std::printf("latency  batch 1, 1 thread: median %.3f ms, p99 %.3f ms over %d images (forward only)\n",
                 latency.median_ms, latency.p99_ms, opt.latency_images);
   std::printf("sgemm  %6.1f GFLOP/s at (%d x %d x %d); %.1f MFLOP/image train, %.1f forward\n",
-              sgemm, B * mc.tokens(), 3 * mc.dim, mc.dim, vit_train_flops(mc) / 1e6,
+              t.sgemm, B * mc.tokens(), 3 * mc.dim, mc.dim, vit_train_flops(mc) / 1e6,
               vit_forward_flops(mc) / 1e6);
   if (in_use != GemmKernels::openblas)
     std::printf("sgemm  %6.1f GFLOP/s through OpenBLAS (%s kernels) on the same product\n",
                 openblas_sgemm, blas_kernel_name());
   std::printf("attention core: %.1f%% of training time, %.1f%% of the FLOPs\n",
-              100 * attention_share, 100 * vit_attention_flop_share(mc));
+              100 * t.attention_share, 100 * vit_attention_flop_share(mc));
   std::printf("threads %d, gemm kernels %s, peak RSS %.0f MB, activations %.0f MB\n", threads,
               gemm_kernels_name().c_str(), peak_rss_mb, s.acts.bytes() / 1048576.0);
   if (!opt.json_path.empty()) {
     nlohmann::json j = {{"attention", config_name(mc.attention)},
-                        {"train_img_per_s", train_ips},
-                        {"eval_img_per_s", eval_ips},
-                        {"gflops", train_gflops},
-                        {"eval_gflops", eval_gflops},
-                        {"sgemm_gflops", sgemm},
+                        {"train_img_per_s", t.train_ips},
+                        {"eval_img_per_s", t.eval_ips},
+                        {"gflops", t.train_gflops},
+                        {"eval_gflops", t.eval_gflops},
+                        {"sgemm_gflops", t.sgemm},
                         {"openblas_sgemm_gflops", openblas_sgemm},
-                        {"train_percent_of_sgemm", 100 * train_gflops / sgemm},
-                        {"eval_percent_of_sgemm", 100 * eval_gflops / sgemm},
+                        {"train_percent_of_sgemm", t.train_percent},
+                        {"eval_percent_of_sgemm", t.eval_percent},
                         {"train_mflop_per_image", vit_train_flops(mc) / 1e6},
                         {"forward_mflop_per_image", vit_forward_flops(mc) / 1e6},
-                        {"attention_time_share", attention_share},
+                        {"attention_time_share", t.attention_share},
                         {"attention_flop_share", vit_attention_flop_share(mc)},
                         {"threads", threads},
                         {"batch_size", B},
