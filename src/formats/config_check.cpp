@@ -58,6 +58,7 @@ class ConfigChecker {
                                   std::to_string(m.dim));
     unit_interval("model.dropout", m.dropout);
     unit_interval("model.attention_dropout", m.attention_dropout);
+    unit_interval("model.drop_path", m.drop_path);
 
     per_channel("data.mean", d.mean);
     per_channel("data.std", d.std);

@@ -43,6 +43,7 @@ std::vector<Field> fields_of(Config& c) {
       {"model", "mlp_dim", &c.model.mlp_dim},
       {"model", "dropout", &c.model.dropout},
       {"model", "attention_dropout", &c.model.attention_dropout},
+      {"model", "drop_path", &c.model.drop_path},
       {"model", "num_classes", &c.model.num_classes},
       {"model", "attention", &c.model.attention},
       {"model", "pos_embed", &c.model.pos_embed},

@@ -41,6 +41,8 @@ enum class Needs : uint8_t {
   in_training,
   with_dropout,
   with_attention_dropout,
+  with_drop_path,
+  with_branch_drops,  // dropout or drop path: a branch's gradient goes through a mask
   with_learned_scores,  // training an attention form with parameters of its own
   with_attention_grads,  // explaining a prediction: backward keeps the gradient at att
 };
@@ -83,6 +85,8 @@ const BufferSpec<Blk> kBlockBuffers[] = {
     {"fc2_in", &Blk::fc2_in, {B, T, M, one}, always},
     {"gelu_mask", &Blk::gelu_mask, {B, T, M, one}, with_dropout},
     {"fc2_mask", &Blk::fc2_mask, {B, T, D, one}, with_dropout},
+    {"path_scale_att", &Blk::path_scale_att, {B, one, one, one}, with_drop_path},
+    {"path_scale_mlp", &Blk::path_scale_mlp, {B, one, one, one}, with_drop_path},
     {"att_grad", &Blk::att_grad, {B, H, T, T}, with_attention_grads},
 };
 
@@ -104,8 +108,8 @@ const BufferSpec<Act> kModelBuffers[] = {
     {"dresid", &Act::dresid, {B, T, D, one}, in_training},
     {"dresid_mid", &Act::dresid_mid, {B, T, D, one}, in_training},
     {"dresid_in", &Act::dresid_in, {B, T, D, one}, in_training},
-    {"dbranch", &Act::dbranch, {B, T, D, one}, with_dropout},
-    {"dbranch_att", &Act::dbranch_att, {B, T, D, one}, with_dropout},
+    {"dbranch", &Act::dbranch, {B, T, D, one}, with_branch_drops},
+    {"dbranch_att", &Act::dbranch_att, {B, T, D, one}, with_branch_drops},
     {"dln", &Act::dln, {B, T, D, one}, in_training},
     {"dln1", &Act::dln1, {B, T, D, one}, in_training},
     {"datt_out", &Act::datt_out, {B, T, D, one}, in_training},
@@ -172,6 +176,10 @@ bool needed(Needs needs, const ModelConfig& c, Purpose purpose) {
       return training && c.dropout > 0.0f;
     case with_attention_dropout:
       return training && c.attention_dropout > 0.0f;
+    case with_drop_path:
+      return training && c.drop_path > 0.0f;
+    case with_branch_drops:
+      return training && (c.dropout > 0.0f || c.drop_path > 0.0f);
     case with_learned_scores:
       return training &&
              (c.attention == AttentionForm::additive || c.attention == AttentionForm::cosine);

@@ -13,6 +13,7 @@
 #include "vit_passes.h"
 #include "minivit/kernels/threads.h"
 #include "minivit/nn/attention.h"
+#include "minivit/nn/drop_path.h"
 #include "minivit/nn/dropout.h"
 #include "minivit/nn/gelu.h"
 #include "minivit/nn/layernorm.h"
@@ -117,12 +118,20 @@ static void check_forward(const ViT& model, const Activations& acts, const float
 }
 
 // Sites of dropout inside one block, so that every mask has its own stream.
-enum DropoutSite : uint64_t { kSiteAttention = 0, kSiteProj = 1, kSiteGelu = 2, kSiteFc2 = 3 };
+enum DropoutSite : uint64_t {
+  kSiteAttention = 0,
+  kSiteProj = 1,
+  kSiteGelu = 2,
+  kSiteFc2 = 3,
+  kSitePathAtt = 4,
+  kSitePathMlp = 5,
+};
 
 // The forward of images [b0, b0 + n) of the batch: every buffer is addressed at image b0,
 // and the dropout streams at sample first_sample + b0.
 static void forward_chunk(const ViT& model, Activations& acts, const float* images, int b0,
-                          int n, float p, float p_att, uint64_t dropout_key, int first_sample) {
+                          int n, float p, float p_att, float p_path, uint64_t dropout_key,
+                          int first_sample) {
   const ModelConfig& c = model.config;
   const ViTParams& w = model.w;
   const int T = c.tokens(), N = c.patches(), D = c.dim, M = c.mlp_dim, H = c.heads;
@@ -156,6 +165,7 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     float *resid_mid = at(a.resid_mid, TD), *ln2 = at(a.ln2, TD);
     float *fc1 = at(a.fc1, TM), *fc2_in = at(a.fc2_in, TM);
     auto key = [&](DropoutSite site) { return rng_key(dropout_key, uint64_t(l), site); };
+    const float p_block = drop_path_rate(p_path, l, c.depth);
 
     // x_mid = x + drop(proj(attn(LN1(x))))
     layernorm_forward(ln1, at(a.ln1_mean, T), at(a.ln1_rstd, T), x, bw.norm1_w, bw.norm1_b, BT,
@@ -168,11 +178,15 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
                         p_att, key(kSiteAttention), acts.attention_scratch, acts.attention_slots,
                         first_htt);
     }
-    // Without dropout the projection's bias is added in the residual pass instead.
-    const bool fuse_bias = p == 0.0f;
+    // Without dropout or drop path the projection's bias is added in the residual pass
+    // instead.
+    const bool fuse_bias = p == 0.0f && p_block == 0.0f;
     linear_forward(branch, att_out, bw.proj_w, fuse_bias ? nullptr : bw.proj_b, BT, D, D);
     dropout_forward(branch, at(a.proj_mask, TD), branch, int64_t(BT) * D, p, key(kSiteProj),
                     first_td);
+    if (p_block > 0.0f)
+      drop_path_forward(branch, at(a.path_scale_att, 1), n, TD, p_block, key(kSitePathAtt),
+                        first);
     residual_add(resid_mid, x, branch, fuse_bias ? bw.proj_b : nullptr, BT, D);
 
     // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
@@ -185,6 +199,9 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     linear_forward(branch, fc2_in, bw.fc2_w, fuse_bias ? nullptr : bw.fc2_b, BT, M, D);
     dropout_forward(branch, at(a.fc2_mask, TD), branch, int64_t(BT) * D, p, key(kSiteFc2),
                     first_td);
+    if (p_block > 0.0f)
+      drop_path_forward(branch, at(a.path_scale_mlp, 1), n, TD, p_block, key(kSitePathMlp),
+                        first);
     residual_add(x_next, resid_mid, branch, fuse_bias ? bw.fc2_b : nullptr, BT, D);
   }
 
@@ -207,11 +224,12 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
   const ModelConfig& c = model.config;
   const float p = training ? c.dropout : 0.0f;
   const float p_att = training ? c.attention_dropout : 0.0f;
+  const float p_path = training ? c.drop_path : 0.0f;
   check_forward(model, acts, images, B, training);
   acts.forward_batch = 0;  // until this forward is complete
 
   for_each_chunk(B, acts.attention_slots, [&](int b0, int n) {
-    forward_chunk(model, acts, images, b0, n, p, p_att, dropout_key, first_sample);
+    forward_chunk(model, acts, images, b0, n, p, p_att, p_path, dropout_key, first_sample);
   });
   acts.forward_batch = B;
   acts.forward_was_training = training;

@@ -36,8 +36,8 @@ static void check_backward(const ViT& model, const Activations& acts, int B) {
 // block's input: everything whose rows are independent. The weight gradients, which sum
 // over the whole batch, are block_param_grads' below.
 static void block_backward_rows(const ViT& model, Activations& acts, int l, int b0, int n,
-                                float p, float p_att, const float* d_out, float* d_mid,
-                                float* d_in) {
+                                float p, float p_att, float p_path, const float* d_out,
+                                float* d_mid, float* d_in) {
   const ModelConfig& c = model.config;
   const BlockParams& bw = model.w.blocks[size_t(l)];
   const BlockActivations& a = acts.blocks[size_t(l)];
@@ -53,8 +53,12 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
   float *dln2 = at(acts.dln, TD), *dln1 = at(acts.dln1, TD);
   float *datt_out = at(acts.datt_out, TD), *dqkv = at(acts.dqkv, 3 * TD);
 
-  // x_next = x_mid + drop(fc2(fc2_in)): d_out is d x_next.
-  const float* dfc2_out = through_dropout(at(acts.dbranch, TD), d_out, at(a.fc2_mask, TD), BTD, p);
+  const float p_block = drop_path_rate(p_path, l, c.depth);
+  const float *path_att = at(a.path_scale_att, 1), *path_mlp = at(a.path_scale_mlp, 1);
+
+  // x_next = x_mid + drop_path(drop(fc2(fc2_in))): d_out is d x_next.
+  const float* dfc2_out = through_branch_drops(at(acts.dbranch, TD), d_out, at(a.fc2_mask, TD),
+                                               p, path_mlp, p_block, n, TD);
   linear_backward_input(dfc2_in, dfc2_out, bw.fc2_w, BT, M, D, false);
   // fc2_in = drop(GELU(fc1))
   const float* dgelu = through_dropout(at(acts.dgelu, TM), dfc2_in, at(a.gelu_mask, TM), BTM, p);
@@ -65,9 +69,9 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
   layernorm_backward_input(d_mid, dln2, at(a.resid_mid, TD), bw.norm2_w, at(a.ln2_mean, T),
                            at(a.ln2_rstd, T), BT, D, d_out);
 
-  // x_mid = x + drop(proj(att_out))
-  const float* dproj_out =
-      through_dropout(at(acts.dbranch_att, TD), d_mid, at(a.proj_mask, TD), BTD, p);
+  // x_mid = x + drop_path(drop(proj(att_out)))
+  const float* dproj_out = through_branch_drops(at(acts.dbranch_att, TD), d_mid,
+                                                at(a.proj_mask, TD), p, path_att, p_block, n, TD);
   linear_backward_input(datt_out, dproj_out, bw.proj_w, BT, D, D, false);
   const float* qkv = at(a.qkv, 3 * TD);
   const uint8_t* att_mask = at(a.att_mask, HTT);
@@ -91,13 +95,14 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
 // as a list of pieces of about equal work (linear.h) that threads take one at a time; each
 // piece sums over the batch in row order, so which thread takes it changes no bit.
 static void block_param_grads(ViT& model, Activations& acts, int l, int B, float p,
-                              const float* d_out, const float* d_mid) {
+                              float p_path, const float* d_out, const float* d_mid) {
   const ModelConfig& c = model.config;
   BlockParams& bg = model.g.blocks[size_t(l)];
   const BlockActivations& a = acts.blocks[size_t(l)];
   const int T = c.tokens(), D = c.dim, M = c.mlp_dim, H = c.heads, BT = B * T;
-  const float* dfc2_out = p > 0.0f ? acts.dbranch : d_out;
-  const float* dproj_out = p > 0.0f ? acts.dbranch_att : d_mid;
+  const bool in_scratch = branch_grad_in_scratch(p, drop_path_rate(p_path, l, c.depth));
+  const float* dfc2_out = in_scratch ? acts.dbranch : d_out;
+  const float* dproj_out = in_scratch ? acts.dbranch_att : d_mid;
   struct Layer {
     float *dweight, *dbias;
     const float *dout, *inp;
@@ -159,6 +164,7 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   // The backward of the last forward: after an evaluation one, of the model without dropout.
   const float p = acts.forward_was_training ? c.dropout : 0.0f;
   const float p_att = acts.forward_was_training ? c.attention_dropout : 0.0f;
+  const float p_path = acts.forward_was_training ? c.drop_path : 0.0f;
 
   // logits = head(LN(pooled)); pooled = the CLS row, or the mean over the tokens
   zero(acts.dpooled_norm, int64_t(B) * D);
@@ -179,9 +185,10 @@ void vit_backward(ViT& model, Activations& acts, int B) {
 
   for (int l = c.depth - 1; l >= 0; --l) {
     for_each_chunk(B, acts.attention_slots, [&](int b0, int n) {
-      block_backward_rows(model, acts, l, b0, n, p, p_att, d_out, acts.dresid_mid, d_in);
+      block_backward_rows(model, acts, l, b0, n, p, p_att, p_path, d_out, acts.dresid_mid,
+                          d_in);
     });
-    block_param_grads(model, acts, l, B, p, d_out, acts.dresid_mid);
+    block_param_grads(model, acts, l, B, p, p_path, d_out, acts.dresid_mid);
     std::swap(d_out, d_in);  // the gradient at this block's input is the next one's output
   }
   const float* dx = d_out;

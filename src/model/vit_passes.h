@@ -10,6 +10,7 @@
 
 #include "minivit/kernels/threads.h"
 #include "minivit/model/activations.h"
+#include "minivit/nn/drop_path.h"
 #include "minivit/nn/dropout.h"
 
 namespace minivit::vit_passes {
@@ -67,6 +68,27 @@ inline const float* through_dropout(float* scratch, const float* dout, const uin
   return scratch;
 }
 
+// The gradient at a residual branch's output before its dropout (rate p, masks `mask`) and
+// drop path (rate p_path, factors path_scale per image), from the one at the residual sum:
+// `dout` itself when neither is on, else `scratch`. For n images of per_image floats.
+inline const float* through_branch_drops(float* scratch, const float* dout, const uint8_t* mask,
+                                         float p, const float* path_scale, float p_path, int n,
+                                         int64_t per_image) {
+  if (p_path == 0.0f) return through_dropout(scratch, dout, mask, n * per_image, p);
+  zero(scratch, n * per_image);
+  if (p == 0.0f) {
+    drop_path_backward(scratch, dout, path_scale, n, per_image);
+    return scratch;
+  }
+  dropout_backward(scratch, dout, mask, n * per_image, p);
+  scale_images(scratch, path_scale, n, per_image);
+  return scratch;
+}
+
+// Whether a branch's weight gradients read their output gradient from the scratch that
+// through_branch_drops filled, rather than from the residual stream's.
+inline bool branch_grad_in_scratch(float p, float p_path) { return p > 0.0f || p_path > 0.0f; }
+
 // Adds the time of a scope to a profile's attention_seconds, when there is a profile: the
 // first thread's time where the batch runs in chunks on several, an estimate of the share.
 struct AttentionTimer {
@@ -90,7 +112,8 @@ inline bool built_for(const ModelConfig& built, const ModelConfig& c) {
          built.num_classes == c.num_classes && built.attention == c.attention &&
          built.pool == c.pool &&
          (built.dropout > 0.0f) == (c.dropout > 0.0f) &&
-         (built.attention_dropout > 0.0f) == (c.attention_dropout > 0.0f);
+         (built.attention_dropout > 0.0f) == (c.attention_dropout > 0.0f) &&
+         (built.drop_path > 0.0f) == (c.drop_path > 0.0f);
 }
 
 }  // namespace minivit::vit_passes

@@ -188,7 +188,8 @@ TEST_CASE("training on one thread and on two ends with the same weights", "[cli]
   // Large enough that products and LayerNorm's weight gradients are cut into blocks
   // (64 images x 17 tokens x dim 32), where a cut by thread count would move the rounding.
   const std::string sizes = " --set model.dim=32 --set model.mlp_dim=64 --set train.batch_size=64"
-                            " --set train.max_steps=8 --set optim.ema_decay=0.9";
+                            " --set train.max_steps=8 --set optim.ema_decay=0.9"
+                            " --set model.drop_path=0.2";
   for (int threads : {1, 2}) {
     const std::string n = std::to_string(threads);
     std::string args = "train --config " + tmp.str("t.toml");
@@ -266,7 +267,8 @@ TEST_CASE("a run stopped by SIGTERM or killed by SIGKILL and resumed ends bit-id
   // Every augmentation on, so that their draws must be restored too.
   const std::vector<std::string> sets = {"train.epochs=60", "data.crop_padding=2", "data.hflip=0.5",
                                          "data.erasing=0.25", "data.mixup=0.2", "data.cutmix=1.0",
-                                         "data.mix_prob=0.5", "optim.ema_decay=0.95"};
+                                         "data.mix_prob=0.5", "optim.ema_decay=0.95",
+                                         "model.drop_path=0.1"};
   std::string set_args;
   for (const std::string& set : sets) set_args += " --set " + set;
   RunResult full = run_minivit("train --config " + tmp.str("a.toml") + set_args);

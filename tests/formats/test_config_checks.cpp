@@ -44,6 +44,10 @@ TEST_CASE("out-of-range values name the key and line", "[config]") {
                       "cfg.toml:3: key 'optim.lr': expected a value > 0, got -0.1");
   REQUIRE_THROWS_WITH(parse_config("[model]\ndropout = 1.0\n", "cfg.toml"),
                       Contains("cfg.toml:2: key 'model.dropout': expected a value in [0, 1)"));
+  REQUIRE_THROWS_WITH(parse_config("[model]\ndrop_path = 1\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'model.drop_path': expected a value in [0, 1)"));
+  REQUIRE_THROWS_WITH(parse_config("[model]\ndrop_path = -0.1\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'model.drop_path': expected a value in [0, 1)"));
   REQUIRE_THROWS_WITH(parse_config("[model]\ndepth = 0\n", "cfg.toml"),
                       Contains("cfg.toml:2: key 'model.depth': expected a positive integer"));
   REQUIRE_THROWS_WITH(parse_config("[model]\nnum_classes = 1\n", "cfg.toml"),

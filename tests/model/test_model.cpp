@@ -171,6 +171,7 @@ TEST_CASE("training is deterministic for a seed and thread count", "[model][trai
   ModelConfig c = tiny_model_config();
   c.dropout = 0.1f;
   c.attention_dropout = 0.1f;
+  c.drop_path = 0.2f;
   auto run = [&] {
     ViT model(c);
     model.init(11);

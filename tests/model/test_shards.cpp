@@ -1,6 +1,6 @@
 // A batch split into shards, as the ranks of a data-parallel run split it
-// (train/distributed.h): each shard's dropout masks are those the whole batch draws for its
-// images, and the shards' scaled gradients add up to the whole batch's gradient.
+// (train/distributed.h): each shard's dropout masks and drop-path draws are those the whole
+// batch draws for its images, and the shards' scaled gradients add up to the whole batch's gradient.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -29,6 +29,7 @@ ModelConfig shard_model() {
   c.num_classes = 3;
   c.dropout = 0.3f;
   c.attention_dropout = 0.3f;
+  c.drop_path = 0.5f;  // the second block's rate
   return c;
 }
 
@@ -70,6 +71,10 @@ TEST_CASE("a shard's dropout masks and gradients are the whole batch's share", "
     CHECK(same(w.proj_mask, p.proj_mask, int64_t(T) * D));
     CHECK(same(w.gelu_mask, p.gelu_mask, int64_t(T) * M));
     CHECK(same(w.fc2_mask, p.fc2_mask, int64_t(T) * D));
+    if (l > 0) {  // the first block's drop-path rate is 0: it draws nothing
+      CHECK(std::equal(p.path_scale_att, p.path_scale_att + rest, w.path_scale_att + first));
+      CHECK(std::equal(p.path_scale_mlp, p.path_scale_mlp + rest, w.path_scale_mlp + first));
+    }
   }
 
   StepResult head = shard_gradients(model, part, images.data(), targets.data(), labels.data(),

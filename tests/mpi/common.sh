@@ -26,8 +26,10 @@ fail() {
 
 # A tiny model on a tiny dataset, with everything random switched on: dropout in both
 # places, crops, flips, erasing, mixup and cutmix; batch 15, so two ranks get shards of 8
-# and 7 images. 400 training images: 26 steps per epoch. `schedule` is the only knob.
-write_config() {  # write_config FILE OUT_DIR EPOCHS SCHEDULE
+# and 7 images. 400 training images: 26 steps per epoch. `schedule` and the drop-path rate
+# (default 0: AdamW drifts further from rounding noise with it, over the longer runs of the
+# resume test) are the knobs.
+write_config() {  # write_config FILE OUT_DIR EPOCHS SCHEDULE [DROP_PATH]
   python3 "$HERE/make_tiny_dataset.py" "$WORK/data"
   cat > "$1" <<TOML
 [model]
@@ -40,6 +42,7 @@ heads = 2
 mlp_dim = 32
 dropout = 0.1
 attention_dropout = 0.1
+drop_path = ${5:-0}
 num_classes = 4
 
 [data]

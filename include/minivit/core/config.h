@@ -46,6 +46,9 @@ struct ModelConfig {
   int mlp_dim = 128;
   float dropout = 0.0f;            // on the attention projection and both MLP outputs
   float attention_dropout = 0.0f;  // on the softmax attention weights
+  // Stochastic depth: the rate at which the last block drops a whole residual branch of an
+  // image in training, rising from none in the first block (nn/drop_path.h).
+  float drop_path = 0.0f;
   int num_classes = 10;
   AttentionForm attention = AttentionForm::scaled_dot;
   PosEmbedKind pos_embed = PosEmbedKind::learned;  // sincos2d needs dim % 4 == 0

@@ -34,6 +34,9 @@ struct BlockActivations {
   float* fc2_in;     // (B, T, M) dropout(GELU(fc1))
   uint8_t* gelu_mask;  // (B, T, M) when dropout > 0 in training
   uint8_t* fc2_mask;   // (B, T, D) when dropout > 0 in training
+  float* path_scale_att;  // (B) drop path's factor of each image's attention branch, 0 or
+                          // 1 / (1 - p), when drop_path > 0 in training
+  float* path_scale_mlp;  // (B) the same for the MLP branch
   float* att_grad;   // (B, H, T, T) gradient at att, kept by backward when the activations
                      // were built to explain a prediction (keep_attention_grads)
 };
@@ -76,6 +79,7 @@ struct Activations {
   float* dresid_mid;  // (B, T, D) at x_mid
   float* dresid_in;   // (B, T, D) at the block's input
   float* dbranch;     // (B, T, D) gradient of the MLP branch's output before its dropout
+                      // and drop path (with either)
   float* dbranch_att; // (B, T, D) the same for the attention branch
   float* dln;         // (B, T, D) gradient of a LayerNorm output (LN2's in a block)
   float* dln1;        // (B, T, D) gradient of LN1's output
