@@ -30,6 +30,7 @@ lr=0.1
   --set optim.name=sgd --set optim.lr=$lr --set optim.momentum=0 --set optim.weight_decay=0 \
   --set optim.schedule=constant --set optim.warmup_steps=0 --set optim.clip_grad_norm=0 \
   --set optim.label_smoothing=0 --set model.dropout=0 --set model.attention_dropout=0 \
+  --set model.drop_path=0 \
   --set data.shuffle=false --set data.augment=false --set data.val_fraction=0 \
   --set train.max_steps=1 --set train.batch_size=$batch > "$tmp/train.log" 2>&1 ||
   { cat "$tmp/train.log"; exit 1; }
