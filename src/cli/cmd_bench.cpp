@@ -126,6 +126,10 @@ struct Throughput {
   double sgemm = 0.0;  // GFLOP/s on the model's largest product, same threads
   double train_percent = 0.0, eval_percent = 0.0;  // of the sgemm rate
   double attention_share = 0.0;  // of the training time
+  // The step's phases, as shares of the training time (train_step.h); clearing and update
+  // run on one thread, so their share is the step's serial part.
+  double clear_share = 0.0, forward_share = 0.0, backward_share = 0.0, update_share = 0.0;
+  double serial_share() const { return clear_share + update_share; }
 };
 
 // Training steps and evaluation batches on the thread pool as it is set, each after
@@ -139,6 +143,10 @@ static Throughput measure_throughput(BenchSetup& s, const BenchOptions& opt) {
   s.train_steps(opt.steps, opt.warmup);
   t.train_s = seconds_since(t0);
   t.attention_share = profile.attention_seconds / t.train_s;
+  t.clear_share = profile.clear_seconds / t.train_s;
+  t.forward_share = profile.forward_seconds / t.train_s;
+  t.backward_share = profile.backward_seconds / t.train_s;
+  t.update_share = profile.update_seconds / t.train_s;
   s.acts.profile = nullptr;
 
   for (int i = 0; i < opt.warmup; ++i) s.eval_batch();
@@ -192,23 +200,25 @@ static std::vector<int> sweep_thread_counts() {
 static int run_threads_sweep(BenchSetup& s, const BenchOptions& opt) {
   announce(s, opt, "threads swept");
   std::printf("threads  train img/s  eval img/s  sgemm GFLOP/s  train %%sgemm  eval %%sgemm  "
-              "train x1  eval x1  sgemm x1\n");
+              "train x1  eval x1  sgemm x1  serial %%\n");
   nlohmann::json rows = nlohmann::json::array();
   Throughput one;
   for (int threads : sweep_thread_counts()) {
     set_num_threads(threads);
     const Throughput t = measure_throughput(s, opt);
     if (threads == 1) one = t;
-    std::printf("%7d  %11.1f  %10.1f  %13.1f  %11.1f%%  %10.1f%%  %8.2f  %7.2f  %8.2f\n", threads,
-                t.train_ips, t.eval_ips, t.sgemm, t.train_percent, t.eval_percent, t.train_ips / one.train_ips, t.eval_ips / one.eval_ips,
-                t.sgemm / one.sgemm);
+    std::printf("%7d  %11.1f  %10.1f  %13.1f  %11.1f%%  %10.1f%%  %8.2f  %7.2f  %8.2f  %7.2f%%\n",
+                threads, t.train_ips, t.eval_ips, t.sgemm, t.train_percent, t.eval_percent,
+                t.train_ips / one.train_ips, t.eval_ips / one.eval_ips, t.sgemm / one.sgemm,
+                100 * t.serial_share());
     std::fflush(stdout);
     rows.push_back({{"threads", threads},
                     {"train_img_per_s", t.train_ips},
                     {"eval_img_per_s", t.eval_ips},
                     {"sgemm_gflops", t.sgemm},
                     {"train_percent_of_sgemm", t.train_percent},
-                    {"eval_percent_of_sgemm", t.eval_percent}});
+                    {"eval_percent_of_sgemm", t.eval_percent},
+                    {"serial_time_share", t.serial_share()}});
   }
   const int cores = max_work_blocks();
   Latency latency;
@@ -278,6 +288,10 @@ int run_bench(const BenchOptions& opt) {
                 openblas_sgemm, blas_kernel_name());
   std::printf("attention core: %.1f%% of training time, %.1f%% of the FLOPs\n",
               100 * t.attention_share, 100 * vit_attention_flop_share(mc));
+  std::printf("step phases: forward %.1f%%, backward %.1f%%, update %.2f%%, clearing gradients "
+              "%.2f%% (the last two on one thread)\n",
+              100 * t.forward_share, 100 * t.backward_share, 100 * t.update_share,
+              100 * t.clear_share);
   std::printf("threads %d, gemm kernels %s, peak RSS %.0f MB, activations %.0f MB\n", threads,
               gemm_kernels_name().c_str(), peak_rss_mb, s.acts.bytes() / 1048576.0);
   if (!opt.json_path.empty()) {
@@ -294,6 +308,11 @@ int run_bench(const BenchOptions& opt) {
                         {"forward_mflop_per_image", vit_forward_flops(mc) / 1e6},
                         {"attention_time_share", t.attention_share},
                         {"attention_flop_share", vit_attention_flop_share(mc)},
+                        {"phase_time_shares",
+                         {{"clear_grads", t.clear_share},
+                          {"forward", t.forward_share},
+                          {"backward", t.backward_share},
+                          {"update", t.update_share}}},
                         {"threads", threads},
                         {"batch_size", B},
                         {"tokens", mc.tokens()},

@@ -1,6 +1,7 @@
 #include "minivit/model/train_step.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -9,16 +10,29 @@
 
 namespace minivit {
 
+// Runs body(), adding its seconds to the profile's `phase` when there is a profile.
+template <class Body>
+static void timed(StepProfile* profile, double StepProfile::*phase, Body&& body) {
+  if (!profile) return body();
+  const auto start = std::chrono::steady_clock::now();
+  body();
+  profile->*phase += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 float forward_backward(ViT& model, Activations& acts, const float* images, const float* targets,
                        int B, uint64_t dropout_key, int first_sample) {
   const int K = model.config.num_classes;
-  model.zero_grad();
-  vit_forward(model, acts, images, B, true, dropout_key, first_sample);
-  const float loss =
-      cross_entropy_forward(acts.probs, acts.logits, targets, B, K);
-  std::memset(acts.dlogits, 0, sizeof(float) * size_t(B) * size_t(K));
-  cross_entropy_backward(acts.dlogits, acts.probs, targets, B, K);
-  vit_backward(model, acts, B);
+  float loss = 0.0f;
+  timed(acts.profile, &StepProfile::clear_seconds, [&] { model.zero_grad(); });
+  timed(acts.profile, &StepProfile::forward_seconds, [&] {
+    vit_forward(model, acts, images, B, true, dropout_key, first_sample);
+    loss = cross_entropy_forward(acts.probs, acts.logits, targets, B, K);
+  });
+  timed(acts.profile, &StepProfile::backward_seconds, [&] {
+    std::memset(acts.dlogits, 0, sizeof(float) * size_t(B) * size_t(K));
+    cross_entropy_backward(acts.dlogits, acts.probs, targets, B, K);
+    vit_backward(model, acts, B);
+  });
   return loss;
 }
 
@@ -53,7 +67,8 @@ StepResult train_step(ViT& model, Activations& acts, Optimizer& optimizer, const
                       const float* targets, const int32_t* labels, int B, float lr,
                       float clip_grad_norm_max, uint64_t dropout_key) {
   StepResult r = shard_gradients(model, acts, images, targets, labels, B, dropout_key, 0, B);
-  apply_gradients(model, optimizer, r, lr, clip_grad_norm_max);
+  timed(acts.profile, &StepProfile::update_seconds,
+        [&] { apply_gradients(model, optimizer, r, lr, clip_grad_norm_max); });
   return r;
 }
 

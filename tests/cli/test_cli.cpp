@@ -362,6 +362,18 @@ TEST_CASE("bench reports throughput and the kernels in use, and MINIVIT_GEMM pic
   CHECK(j.at("eval_img_per_s").get<double>() > 0);
   CHECK(j.at("sgemm_gflops").get<double>() > 0);
   const std::string automatic = j.at("gemm_kernels");
+  // The step's phases are disjoint parts of the timed steps: shares that add up to at most 1.
+  CHECK_THAT(r.out, Contains("step phases: forward "));
+  const auto& phases = j.at("phase_time_shares");
+  double sum = 0.0;
+  for (const char* phase : {"clear_grads", "forward", "backward", "update"}) {
+    const double share = phases.at(phase).get<double>();
+    CHECK(share >= 0.0);
+    sum += share;
+  }
+  CHECK(phases.at("forward").get<double>() > 0.0);
+  CHECK(phases.at("backward").get<double>() > 0.0);
+  CHECK(sum <= 1.0 + 1e-9);
 
   setenv("MINIVIT_GEMM", "openblas", 1);
   r = run_minivit(args);
@@ -461,6 +473,8 @@ TEST_CASE("bench --threads-sweep measures 1, 2, 4, ... threads up to the cores, 
     CHECK(rows[i].at("eval_img_per_s").get<double>() > 0);
     CHECK(rows[i].at("sgemm_gflops").get<double>() > 0);
     CHECK(rows[i].at("train_percent_of_sgemm").get<double>() > 0);
+    const double serial = rows[i].at("serial_time_share").get<double>();
+    CHECK((serial >= 0.0 && serial <= 1.0));
     // One printed row per count, its thread count first.
     CHECK_THAT(r.out, Contains("\n" + std::string(7 - std::to_string(expected[i]).size(), ' ') +
                                std::to_string(expected[i]) + "  "));

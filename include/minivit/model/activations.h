@@ -41,10 +41,15 @@ struct BlockActivations {
                      // were built to explain a prediction (keep_attention_grads)
 };
 
-// Where a step's time goes, for the benchmark: seconds spent in the attention core (q k^T,
-// softmax, dropout, P v and their backward). Counted while an Activations points at one.
+// Where a step's time goes, for the benchmark. Counted while an Activations points at one:
+// the attention core (q k^T, softmax, dropout, P v and their backward) inside the passes,
+// and train_step's phases, which together make up the step.
 struct StepProfile {
   double attention_seconds = 0.0;
+  double clear_seconds = 0.0;     // zeroing the gradients (one thread)
+  double forward_seconds = 0.0;   // forward and loss
+  double backward_seconds = 0.0;  // loss gradient and backward
+  double update_seconds = 0.0;    // clipping, optimizer step, weights' average (one thread)
 };
 
 struct Activations {
