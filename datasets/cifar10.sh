@@ -5,40 +5,12 @@
 # and exits non-zero.
 # Usage: datasets/cifar10.sh [DIR]   (default data/cifar-10-batches-bin)
 set -euo pipefail
-dir=${1:-data/cifar-10-batches-bin}
-sub=cifar-10-batches-bin  # what the tarball unpacks into
-# minivit also reads the directory the tarball was unpacked in.
-[[ -d $dir/$sub ]] && dir=$dir/$sub
-record=3073  # 1 label byte + 32x32x3 pixel bytes
-want=$((10000 * record))
-
-problems=()
-for name in data_batch_{1..5}.bin test_batch.bin; do
-  file=$dir/$name
-  if [[ ! -f $file ]]; then
-    problems+=("$file: missing")
-  elif (( $(stat -c %s "$file") != want )); then
-    problems+=("$file: $(stat -c %s "$file") bytes, expected $want (10000 records of $record bytes)")
-  fi
-done
-
-if (( ${#problems[@]} > 0 )); then
-  # Unpacking into the parent of a directory named like the tarball's gives that directory.
-  target=$dir
-  [[ $(basename "$dir") == "$sub" ]] && target=$(dirname "$dir")
-  printf '%s\n' "${problems[@]}" >&2
-  cat >&2 <<MSG
-
-CIFAR-10 is not complete in $dir.
-Download the binary version (not the python or matlab one), cifar-10-binary.tar.gz
-(about 162 MB), from
-  https://www.cs.toronto.edu/~kriz/cifar.html
-and unpack it with
-  mkdir -p $target && tar -xzf cifar-10-binary.tar.gz -C $target
-which creates $target/$sub/; then run this script again.
-MSG
-  exit 1
-fi
+source "$(dirname "$0")/cifar_files.sh"
+CIFAR_TITLE=CIFAR-10 CIFAR_TARBALL=cifar-10-binary.tar.gz CIFAR_TARBALL_SIZE="162 MB"
+CIFAR_SUB=cifar-10-batches-bin
+dir=$(cifar_dir "${1:-data/$CIFAR_SUB}" "$CIFAR_SUB")
+# Records of 1 label byte + 32x32x3 pixel bytes.
+cifar_check_files "$dir" 3073 data_batch_{1..5}.bin:10000 test_batch.bin:10000
 
 [[ -f $dir/batches.meta.txt ]] ||
   echo "note: $dir/batches.meta.txt is missing; minivit uses the standard class names"

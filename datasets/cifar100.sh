@@ -5,40 +5,12 @@
 # and exits non-zero.
 # Usage: datasets/cifar100.sh [DIR]   (default data/cifar-100-binary)
 set -euo pipefail
-dir=${1:-data/cifar-100-binary}
-sub=cifar-100-binary  # what the tarball unpacks into
-# minivit also reads the directory the tarball was unpacked in.
-[[ -d $dir/$sub ]] && dir=$dir/$sub
-record=3074  # coarse label byte + fine label byte + 32x32x3 pixel bytes
-
-problems=()
-for entry in train.bin:50000 test.bin:10000; do
-  name=${entry%%:*} records=${entry##*:}
-  file=$dir/$name want=$((records * record))
-  if [[ ! -f $file ]]; then
-    problems+=("$file: missing")
-  elif (( $(stat -c %s "$file") != want )); then
-    problems+=("$file: $(stat -c %s "$file") bytes, expected $want ($records records of $record bytes)")
-  fi
-done
-
-if (( ${#problems[@]} > 0 )); then
-  # Unpacking into the parent of a directory named like the tarball's gives that directory.
-  target=$dir
-  [[ $(basename "$dir") == "$sub" ]] && target=$(dirname "$dir")
-  printf '%s\n' "${problems[@]}" >&2
-  cat >&2 <<MSG
-
-CIFAR-100 is not complete in $dir.
-Download the binary version (not the python or matlab one), cifar-100-binary.tar.gz
-(about 161 MB), from
-  https://www.cs.toronto.edu/~kriz/cifar.html
-and unpack it with
-  mkdir -p $target && tar -xzf cifar-100-binary.tar.gz -C $target
-which creates $target/$sub/; then run this script again.
-MSG
-  exit 1
-fi
+source "$(dirname "$0")/cifar_files.sh"
+CIFAR_TITLE=CIFAR-100 CIFAR_TARBALL=cifar-100-binary.tar.gz CIFAR_TARBALL_SIZE="161 MB"
+CIFAR_SUB=cifar-100-binary
+dir=$(cifar_dir "${1:-data/$CIFAR_SUB}" "$CIFAR_SUB")
+# Records of a coarse label byte + a fine label byte + 32x32x3 pixel bytes.
+cifar_check_files "$dir" 3074 train.bin:50000 test.bin:10000
 
 for names in fine_label_names.txt coarse_label_names.txt; do
   [[ -f $dir/$names ]] ||

@@ -38,6 +38,9 @@ struct RunResult {
   std::string err;  // stderr
 };
 
+// Runs a shell command line, stdin empty, and collects its exit code and both outputs.
+RunResult run_command(const std::string& command_line);
+
 // Runs the minivit executable with `args` (already shell-quoted as needed).
 RunResult run_minivit(const std::string& args);
 

@@ -26,9 +26,12 @@ static std::string slurp(const std::filesystem::path& p) {
 }
 
 RunResult run_minivit(const std::string& args) {
+  return run_command(std::string(MINIVIT_EXE) + " " + args);
+}
+
+RunResult run_command(const std::string& command_line) {
   TempDir io("run");
-  std::string cmd = std::string(MINIVIT_EXE) + " " + args + " >" + io.str("out") + " 2>" +
-                    io.str("err") + " </dev/null";
+  std::string cmd = command_line + " >" + io.str("out") + " 2>" + io.str("err") + " </dev/null";
   int status = std::system(cmd.c_str());
   RunResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
