@@ -16,7 +16,8 @@ static void timed(StepProfile* profile, double StepProfile::*phase, Body&& body)
   if (!profile) return body();
   const auto start = std::chrono::steady_clock::now();
   body();
-  profile->*phase += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  profile->*phase += took.count();
 }
 
 float forward_backward(ViT& model, Activations& acts, const float* images, const float* targets,
