@@ -117,7 +117,8 @@ static void check_forward(const ViT& model, const Activations& acts, const float
   if (!images) throw Error("vit_forward: no images");
 }
 
-// Sites of dropout inside one block, so that every mask has its own stream.
+// Sites of random draws inside one block (dropout masks, drop-path decisions), so that each
+// has its own stream.
 enum DropoutSite : uint64_t {
   kSiteAttention = 0,
   kSiteProj = 1,
