@@ -34,9 +34,9 @@ static void check_backward(const ViT& model, const Activations& acts, int B) {
 
 // The backward of images [b0, b0 + n) through block l, down to the gradient at the
 // block's input: everything whose rows are independent. The weight gradients, which sum
-// over the whole batch, are block_param_grads' below.
+// over the whole batch, are block_param_grads' below. p_block is this block's drop-path rate.
 static void block_backward_rows(const ViT& model, Activations& acts, int l, int b0, int n,
-                                float p, float p_att, float p_path, const float* d_out,
+                                float p, float p_att, float p_block, const float* d_out,
                                 float* d_mid, float* d_in) {
   const ModelConfig& c = model.config;
   const BlockParams& bw = model.w.blocks[size_t(l)];
@@ -53,7 +53,6 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
   float *dln2 = at(acts.dln, TD), *dln1 = at(acts.dln1, TD);
   float *datt_out = at(acts.datt_out, TD), *dqkv = at(acts.dqkv, 3 * TD);
 
-  const float p_block = drop_path_rate(p_path, l, c.depth);
   const float *path_att = at(a.path_scale_att, 1), *path_mlp = at(a.path_scale_mlp, 1);
 
   // x_next = x_mid + drop_path(drop(fc2(fc2_in))): d_out is d x_next.
@@ -95,12 +94,12 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
 // as a list of pieces of about equal work (linear.h) that threads take one at a time; each
 // piece sums over the batch in row order, so which thread takes it changes no bit.
 static void block_param_grads(ViT& model, Activations& acts, int l, int B, float p,
-                              float p_path, const float* d_out, const float* d_mid) {
+                              float p_block, const float* d_out, const float* d_mid) {
   const ModelConfig& c = model.config;
   BlockParams& bg = model.g.blocks[size_t(l)];
   const BlockActivations& a = acts.blocks[size_t(l)];
   const int T = c.tokens(), D = c.dim, M = c.mlp_dim, H = c.heads, BT = B * T;
-  const bool in_scratch = branch_grad_in_scratch(p, drop_path_rate(p_path, l, c.depth));
+  const bool in_scratch = branch_grad_in_scratch(p, p_block);
   const float* dfc2_out = in_scratch ? acts.dbranch : d_out;
   const float* dproj_out = in_scratch ? acts.dbranch_att : d_mid;
   struct Layer {
@@ -184,11 +183,12 @@ void vit_backward(ViT& model, Activations& acts, int B) {
     mean_pool_backward(d_out, acts.dpooled, B, T, D);
 
   for (int l = c.depth - 1; l >= 0; --l) {
+    const float p_block = drop_path_rate(p_path, l, c.depth);
     for_each_chunk(B, acts.attention_slots, [&](int b0, int n) {
-      block_backward_rows(model, acts, l, b0, n, p, p_att, p_path, d_out, acts.dresid_mid,
+      block_backward_rows(model, acts, l, b0, n, p, p_att, p_block, d_out, acts.dresid_mid,
                           d_in);
     });
-    block_param_grads(model, acts, l, B, p, p_path, d_out, acts.dresid_mid);
+    block_param_grads(model, acts, l, B, p, p_block, d_out, acts.dresid_mid);
     std::swap(d_out, d_in);  // the gradient at this block's input is the next one's output
   }
   const float* dx = d_out;
