@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Two ranks train the model one process trains: the same global batch, learning rate, data
-# order, augmentation, dropout masks and drop-path draws, so every tensor ends within 1e-4 (relative) of the
-# single process's (see compare in common.sh for AdamW's qkv bias), and the two ranks'
-# weights are identical (the trainer compares them and says so).
+# order, augmentation, dropout masks and drop-path draws, so every tensor ends within 1e-4
+# (relative) of the single process's (see compare in common.sh for AdamW's qkv bias), and
+# the two ranks' weights are identical (the trainer compares them and says so).
 # usage: check_matches_one_process.sh MINIVIT WORKDIR
 source "$(dirname "$0")/common.sh"
 write_config "$WORK/tiny.toml" "$WORK/one" 2 cosine 0.2
