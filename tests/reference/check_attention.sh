@@ -49,7 +49,8 @@ import numpy as np
 
 out, ref_path, fusion, discard = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 sys.path.insert(0, sys.argv[6] + "/tests/reference")
-from torch_vit import form_from_metadata, read_safetensors  # noqa: E402
+from vit_files import read_safetensors  # noqa: E402
+from vit_model import form_from_metadata  # noqa: E402
 
 cls_pool = form_from_metadata(read_safetensors(sys.argv[5])[1], "pool") == "cls"
 mine = np.load(out + "/attention.npy")

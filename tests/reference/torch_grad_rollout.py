@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Class-specific gradient rollout with PyTorch's autograd, on the reference model of
-torch_vit.py: the independent computation minivit's grad_rollout.npy is checked against.
+vit_model.py: the independent computation minivit's grad_rollout.npy is checked against.
 
 For class c with logit y_c, per layer: W = mean over heads of max(0, A * dy_c/dA), A the
 softmax attention (eval mode); add the identity, renormalise rows, multiply the layers from
@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_vit import build_model, config_from_weights, read_safetensors  # noqa: E402
+from vit_files import read_safetensors  # noqa: E402
+from vit_model import build_model, config_from_weights  # noqa: E402
 
 
 def keep_attention_with_grad(model):

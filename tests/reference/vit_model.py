@@ -1,0 +1,357 @@
+"""The reference Vision Transformer: the same module tree as timm's VisionTransformer, so its
+state_dict() yields the contract's names, in every model form minivit offers; and the weights,
+metadata and config that go with it."""
+import math
+from collections import OrderedDict
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MODEL_KEYS = ("image_size", "channels", "patch_size", "dim", "depth", "heads", "mlp_dim",
+              "dropout", "attention_dropout", "num_classes", "attention", "pos_embed", "pool")
+# The model forms, by the words minivit's config uses; the first of each is the default,
+# which is also what a file without the metadata key means.
+FORM_CHOICES = OrderedDict([
+    ("attention", ("scaled_dot", "dot", "additive", "cosine")),
+    ("pos_embed", ("learned", "sincos2d", "none")),
+    ("pool", ("cls", "mean")),
+])
+LN_EPS = 1e-6  # timm's ViT uses 1e-6, not torch's default 1e-5
+LOGIT_SCALE_MAX = math.log(100.0)  # Swin v2 caps the cosine temperature at 100
+
+
+class PatchEmbed(nn.Module):
+    def __init__(self, channels, patch_size, dim):
+        super().__init__()
+        # A stride-P conv is the same as flattening each patch in (channel, row, column)
+        # order and applying a linear map, which is how the contract defines it.
+        self.proj = nn.Conv2d(channels, dim, patch_size, stride=patch_size)
+
+    def forward(self, x):
+        return self.proj(x).flatten(2).transpose(1, 2)  # (B, N, D), patches row-major
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads, attn_drop, proj_drop, form="scaled_dot"):
+        super().__init__()
+        self.heads = heads
+        self.head_dim = dim // heads
+        self.scale = self.head_dim ** -0.5
+        self.form = form
+        self.qkv = nn.Linear(dim, 3 * dim, bias=True)
+        if form == "additive":
+            self.additive_v = nn.Parameter(torch.zeros(heads, self.head_dim))
+        elif form == "cosine":
+            # Swin v2's per-head log-temperature, and its initial value ln 10.
+            self.logit_scale = nn.Parameter(torch.full((heads, 1, 1), math.log(10.0)))
+        elif form not in ("scaled_dot", "dot"):
+            raise ValueError("unknown attention form %r" % form)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+        self.keep_attention = False  # set by attention_maps(); off in training
+        self.last_attention = None
+
+    def scores(self, q, k):
+        """Pre-softmax scores e_ij for q, k of shape (B, H, T, Dh): (B, H, T, T)."""
+        if self.form == "scaled_dot":
+            return (q @ k.transpose(-2, -1)) * self.scale
+        if self.form == "dot":
+            return q @ k.transpose(-2, -1)
+        if self.form == "additive":
+            # Every query against every key, feature by feature: (B, H, Tq, Tk, Dh). Memory
+            # grows with T^2 * D, which is fine for the small models this script checks.
+            pair = torch.tanh(q.unsqueeze(3) + k.unsqueeze(2))
+            return (pair * self.additive_v[None, :, None, None, :]).sum(-1)
+        # cosine: as Swin v2 writes it, so the clamp passes no gradient while it is active.
+        cos = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
+        return cos * torch.clamp(self.logit_scale, max=LOGIT_SCALE_MAX).exp()
+
+    def forward(self, x):
+        B, T, D = x.shape
+        # The reshape order (3, H, Dh) fixes which rows of qkv.weight belong to q/k/v and
+        # to which head; the C++ side must use the same split for weights to transfer.
+        qkv = self.qkv(x).reshape(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        attn = self.scores(q, k).softmax(dim=-1)
+        if self.keep_attention:
+            self.last_attention = attn.detach()  # before dropout: what the model "looks at"
+        attn = self.attn_drop(attn)
+        x = (attn @ v).transpose(1, 2).reshape(B, T, D)
+        return self.proj_drop(self.proj(x))
+
+
+class Mlp(nn.Module):
+    def __init__(self, dim, hidden, drop):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.GELU()  # approximate='none': the exact erf form, as in timm
+        self.drop1 = nn.Dropout(drop)
+        self.fc2 = nn.Linear(hidden, dim)
+        self.drop2 = nn.Dropout(drop)
+
+    def forward(self, x):
+        return self.drop2(self.fc2(self.drop1(self.act(self.fc1(x)))))
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads, mlp_dim, drop, attn_drop, attention="scaled_dot"):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=LN_EPS)
+        # timm applies the block's proj_drop inside Attention; no extra dropout here.
+        self.attn = Attention(dim, heads, attn_drop, drop, attention)
+        self.norm2 = nn.LayerNorm(dim, eps=LN_EPS)
+        self.mlp = Mlp(dim, mlp_dim, drop)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        x = x + self.mlp(self.norm2(x))
+        return x
+
+
+def sincos_2d_pos_embed(grid, dim, cls_row):
+    """SimpleViT's posemb_sincos_2d (temperature 10000) as [1, T, D] float32 numpy.
+
+    Evaluated in float64 and rounded once, so the file holds the formula's nearest floats.
+    Patch (y, x) in row-major order gets [sin(x w), cos(x w), sin(y w), cos(y w)] with
+    w_k = 10000^(-k / (D/4 - 1)), k < D/4; the CLS token, when there is one, gets zeros.
+    """
+    if dim % 4 or dim < 8:
+        raise SystemExit("error: pos_embed sincos2d needs dim divisible by 4 and >= 8, got %d"
+                         % dim)
+    quarter = dim // 4
+    omega = 1.0 / 10000.0 ** (np.arange(quarter, dtype=np.float64) / (quarter - 1))
+    y, x = np.meshgrid(np.arange(grid, dtype=np.float64), np.arange(grid, dtype=np.float64),
+                       indexing="ij")
+    xw = x.reshape(-1, 1) * omega[None, :]
+    yw = y.reshape(-1, 1) * omega[None, :]
+    pe = np.concatenate([np.sin(xw), np.cos(xw), np.sin(yw), np.cos(yw)], axis=1)
+    if cls_row:
+        pe = np.concatenate([np.zeros((1, dim)), pe], axis=0)
+    return pe[None].astype(np.float32)
+
+
+class ViT(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = dict(cfg)
+        grid = cfg["image_size"] // cfg["patch_size"]
+        D = cfg["dim"]
+        self.pool = cfg.get("pool", "cls")
+        pos = cfg.get("pos_embed", "learned")
+        prefix = 1 if self.pool == "cls" else 0
+        # Registered before patch_embed, as timm does, so state_dict() lists them first.
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, D)) if prefix else None
+        if pos == "learned":
+            self.pos_embed = nn.Parameter(torch.zeros(1, grid * grid + prefix, D))
+        elif pos == "sincos2d":
+            # A parameter that takes no gradient rather than a buffer, so it sits where
+            # timm's learned one does and a timm model loads the file unchanged.
+            self.pos_embed = nn.Parameter(
+                torch.from_numpy(sincos_2d_pos_embed(grid, D, prefix == 1)), requires_grad=False)
+        else:
+            self.pos_embed = None
+        self.patch_embed = PatchEmbed(cfg["channels"], cfg["patch_size"], D)
+        # timm's pos_drop after adding pos_embed uses the same drop rate.
+        self.pos_drop = nn.Dropout(cfg.get("dropout", 0.0))
+        self.blocks = nn.ModuleList(
+            Block(D, cfg["heads"], cfg["mlp_dim"], cfg.get("dropout", 0.0),
+                  cfg.get("attention_dropout", 0.0), cfg.get("attention", "scaled_dot"))
+            for _ in range(cfg["depth"]))
+        # timm: the final norm before token pooling, or fc_norm after average pooling.
+        if self.pool == "cls":
+            self.norm = nn.LayerNorm(D, eps=LN_EPS)
+        else:
+            self.fc_norm = nn.LayerNorm(D, eps=LN_EPS)
+        self.head = nn.Linear(D, cfg["num_classes"])
+
+    def forward(self, x):
+        x = self.patch_embed(x)
+        if self.cls_token is not None:
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        if self.pos_embed is not None:
+            x = x + self.pos_embed
+        x = self.pos_drop(x)
+        for blk in self.blocks:
+            x = blk(x)
+        if self.pool == "cls":
+            return self.head(self.norm(x)[:, 0])
+        return self.head(self.fc_norm(x.mean(dim=1)))
+
+
+def expected_shapes(cfg):
+    """The contract's tensor table, in the contract's file order, used to validate loaded
+    files independently of torch. timm's tensors come in timm's order; minivit's own
+    per-head attention tensors (additive_v, logit_scale) sit between attn.qkv and attn.proj."""
+    D, C, P, M, K = cfg["dim"], cfg["channels"], cfg["patch_size"], cfg["mlp_dim"], cfg["num_classes"]
+    H = cfg["heads"]
+    N = (cfg["image_size"] // P) ** 2
+    attention = cfg.get("attention", "scaled_dot")
+    cls_pool = cfg.get("pool", "cls") == "cls"
+    s = OrderedDict()
+    if cls_pool:
+        s["cls_token"] = (1, 1, D)
+    if cfg.get("pos_embed", "learned") != "none":
+        s["pos_embed"] = (1, N + 1 if cls_pool else N, D)
+    s["patch_embed.proj.weight"] = (D, C, P, P)
+    s["patch_embed.proj.bias"] = (D,)
+    for i in range(cfg["depth"]):
+        b = "blocks.%d." % i
+        s[b + "norm1.weight"] = (D,)
+        s[b + "norm1.bias"] = (D,)
+        s[b + "attn.qkv.weight"] = (3 * D, D)
+        s[b + "attn.qkv.bias"] = (3 * D,)
+        if attention == "additive":
+            s[b + "attn.additive_v"] = (H, D // H)
+        elif attention == "cosine":
+            s[b + "attn.logit_scale"] = (H, 1, 1)
+        s[b + "attn.proj.weight"] = (D, D)
+        s[b + "attn.proj.bias"] = (D,)
+        s[b + "norm2.weight"] = (D,)
+        s[b + "norm2.bias"] = (D,)
+        s[b + "mlp.fc1.weight"] = (M, D)
+        s[b + "mlp.fc1.bias"] = (M,)
+        s[b + "mlp.fc2.weight"] = (D, M)
+        s[b + "mlp.fc2.bias"] = (D,)
+    final = "norm" if cls_pool else "fc_norm"
+    s[final + ".weight"] = (D,)
+    s[final + ".bias"] = (D,)
+    s["head.weight"] = (K, D)
+    s["head.bias"] = (K,)
+    return s
+
+
+def random_weights(cfg, seed):
+    """Deliberately non-trivial weights, so every code path shows up in the gradients.
+
+    Linear/conv weights are N(0, 1/fan_in) rather than timm's std 0.02: with 0.02 the
+    attention logits are ~1e-3 and softmax is essentially uniform, so a wrong q/k split or
+    scale would go unnoticed in both attention maps and gradients. Biases ~N(0, 0.1) and
+    LayerNorm affine params 1 +- 0.1 / +-0.1, so a kernel that ignores them is caught.
+    additive_v is N(0, 1/Dh) like a weight that sums over Dh features; logit_scale is
+    ln 10 +- 0.2 per head, so a kernel that mixes up heads' temperatures is caught. A
+    sincos2d pos_embed is not random: it is the fixed embedding itself.
+    """
+    g = torch.Generator().manual_seed(seed)
+    out = OrderedDict()
+    grid = cfg["image_size"] // cfg["patch_size"]
+    for name, shape in expected_shapes(cfg).items():
+        if name == "pos_embed" and cfg.get("pos_embed", "learned") == "sincos2d":
+            out[name] = sincos_2d_pos_embed(grid, cfg["dim"], cfg.get("pool", "cls") == "cls")
+            continue
+        if name.endswith("norm1.weight") or name.endswith("norm2.weight") or name in (
+                "norm.weight", "fc_norm.weight"):
+            t = 1.0 + 0.1 * torch.randn(shape, generator=g)
+        elif name.endswith(".bias"):
+            t = 0.1 * torch.randn(shape, generator=g)
+        elif name in ("cls_token", "pos_embed"):
+            t = 0.5 * torch.randn(shape, generator=g)
+        elif name.endswith("attn.logit_scale"):
+            t = math.log(10.0) + 0.2 * torch.randn(shape, generator=g)
+        else:
+            fan_in = int(np.prod(shape[1:]))
+            t = torch.randn(shape, generator=g) / math.sqrt(fan_in)
+        out[name] = t.numpy().astype(np.float32)
+    return out
+
+
+def model_metadata(cfg):
+    # Values as TOML text, matching how minivit flattens its resolved config: strings
+    # in double quotes (the form words need no escaping), floats and integers bare.
+    meta = {}
+    for k in MODEL_KEYS:
+        v = cfg[k]
+        if isinstance(v, str):
+            meta["minivit.model." + k] = '"%s"' % v
+        else:
+            meta["minivit.model." + k] = repr(float(v)) if isinstance(v, float) else str(int(v))
+    return meta
+
+
+def form_from_metadata(metadata, key):
+    """A form word from `minivit.model.KEY` (TOML string text); the default if absent."""
+    text = metadata.get("minivit.model." + key)
+    if text is None:
+        return FORM_CHOICES[key][0]
+    text = text.strip()
+    word = text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'" else text
+    if word not in FORM_CHOICES[key]:
+        raise SystemExit("error: metadata minivit.model.%s = %s is not one of %s"
+                         % (key, text, ", ".join(FORM_CHOICES[key])))
+    return word
+
+
+def config_from_weights(tensors, metadata, heads=None):
+    """Model config from tensor shapes; heads (not visible in any shape) and the model
+    form from metadata, image_size too when there is no pos_embed to read it from."""
+    forms = {k: form_from_metadata(metadata, k) for k in FORM_CHOICES}
+    D, C, P, _ = tensors["patch_embed.proj.weight"].shape
+    if "pos_embed" in tensors:
+        prefix = 1 if forms["pool"] == "cls" else 0
+        grid = int(round(math.sqrt(tensors["pos_embed"].shape[1] - prefix)))
+        image_size = grid * P
+    elif "minivit.model.image_size" in metadata:
+        image_size = int(metadata["minivit.model.image_size"])
+    else:
+        raise SystemExit("error: no pos_embed and no minivit.model.image_size in metadata")
+    depth = 0
+    while ("blocks.%d.norm1.weight" % depth) in tensors:
+        depth += 1
+    if heads is None:
+        h = metadata.get("minivit.model.heads")
+        if h is None:
+            raise SystemExit("error: heads not in metadata (minivit.model.heads); pass --heads")
+        heads = int(h)
+    cfg = dict(image_size=image_size, channels=C, patch_size=P, dim=D, depth=depth, heads=heads,
+               mlp_dim=tensors["blocks.0.mlp.fc1.weight"].shape[0],
+               num_classes=tensors["head.weight"].shape[0],
+               dropout=0.0, attention_dropout=0.0, **forms)
+    if D % heads:
+        raise SystemExit("error: dim %d not divisible by heads %d" % (D, heads))
+    return cfg
+
+
+def build_model(tensors, cfg, dtype=torch.float32):
+    model = ViT(cfg)
+    exp = expected_shapes(cfg)
+    if set(exp) != set(tensors):
+        missing = set(exp) - set(tensors)
+        extra = set(tensors) - set(exp)
+        raise SystemExit("error: tensor names differ from contract; missing %s extra %s"
+                         % (sorted(missing), sorted(extra)))
+    for n, s in exp.items():
+        if tuple(tensors[n].shape) != s:
+            raise SystemExit("error: %s has shape %s, expected %s" % (n, tensors[n].shape, s))
+    if cfg.get("pos_embed", "learned") == "sincos2d":
+        # The file's copy is what gets loaded, so that a step leaves it bit for bit as it
+        # was; it must still be the formula's embedding, or the model is not the one named.
+        want = model.pos_embed.detach().numpy().astype(np.float64)
+        diff = float(np.abs(tensors["pos_embed"].astype(np.float64) - want).max())
+        if diff > 1e-5:
+            raise SystemExit("error: pos_embed differs from the sincos2d embedding by up to %.3e"
+                             % diff)
+    model.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in tensors.items()},
+                          strict=True)
+    return model.to(dtype)
+
+
+def state_to_numpy(model, order):
+    sd = model.state_dict()
+    return OrderedDict((k, sd[k].detach().to(torch.float32).cpu().numpy()) for k in order)
+
+
+def attention_maps(model, x):
+    """Softmax attention of every layer for one batch, as [layers, B, heads, T, T]."""
+    for blk in model.blocks:
+        blk.attn.keep_attention = True
+    try:
+        with torch.no_grad():
+            logits = model(x)
+        maps = torch.stack([blk.attn.last_attention for blk in model.blocks])
+    finally:
+        for blk in model.blocks:
+            blk.attn.keep_attention = False
+            blk.attn.last_attention = None
+    return maps, logits
