@@ -24,6 +24,10 @@ images=${IMAGES:-16}
 threads=${THREADS:-0}
 variants=${VARIANTS:-"scaled_dot dot additive cosine sincos2d no_pos_embed mean_pool"}
 read -r -a extra <<< "${EXTRA:-}"
+# The study's base: the default config as it was when the study was run (a CLS token, peak
+# learning rate 2e-3), so that its results stay reproducible as the config file moves on.
+base=(--set model.attention=scaled_dot --set model.pos_embed=learned --set model.pool=cls
+      --set optim.lr=2e-3)
 
 sets_of() {
   case $1 in
@@ -53,7 +57,8 @@ for variant in $variants; do
     fi
     rm -rf "$dir"
     mkdir -p "$dir"
-    common=(--config "$config" "${sets[@]}" --set train.seed="$seed" --set train.threads="$threads")
+    common=(--config "$config" "${base[@]}" "${sets[@]}" --set train.seed="$seed"
+            --set train.threads="$threads")
     # Step 0: one step at a learning rate too small to move a float32 weight, so the
     # checkpoint holds the initial weights with the run's metadata.
     "$minivit" train "${common[@]}" --set train.max_steps=1 --set optim.lr=1e-30 \

@@ -24,7 +24,7 @@ data=${positional[0]:-/usr/share/datasets/fashion-mnist}
 checkpoint=${positional[1]:-}
 source "$source_dir/tests/reference/common.sh"
 model_sets "$@"
-if [[ -n "$checkpoint" && ${#sets[@]} -gt 0 ]]; then
+if [[ -n "$checkpoint" ]] && (($#)); then
   echo "error: a CHECKPOINT carries its own model form; --set applies only to weights made here" >&2
   exit 2
 fi

@@ -21,7 +21,9 @@ trap 'rm -rf "$tmp"' EXIT
 # key's underscores as dashes and TOML string quotes dropped). Only model keys: the rest of
 # a check's configuration is what makes the two sides comparable, so it is not open.
 model_sets() {
-  sets=()
+  # The reference's init builds the default form unless told otherwise; minivit is pinned
+  # to the same, since the config file the checks start from may choose another.
+  sets=(--set model.attention=scaled_dot --set model.pos_embed=learned --set model.pool=cls)
   init_args=()
   while (($#)); do
     if [[ $1 != --set || $# -lt 2 || $2 != model.?*=?* ]]; then
