@@ -62,6 +62,17 @@ void write_tiny_idx_dataset(const std::string& dir, int n_train, int n_test, int
 std::string tiny_config_toml(const std::string& data_dir, const std::string& out_dir,
                              int size = 8, int classes = 4);
 
+// A finished `minivit train` of that tiny model on that dataset (320 training and 96 test
+// images of size x size pixels, 4 classes), for the tests that only read a run: `dir` holds
+// the data (`data`), the config (`config`) and the run directory (`out`, its last checkpoint
+// `ckpt`); `train_args` follow the config on the command line.
+struct TinyTrainedRun {
+  TempDir dir;
+  std::string data, config, out, ckpt;
+  RunResult train;
+  TinyTrainedRun(const std::string& tag, int size, const std::string& train_args = "");
+};
+
 void write_text(const std::string& path, const std::string& text);
 std::string read_text(const std::string& path);
 

@@ -27,22 +27,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // A tiny model trained on 12x12 generated images (3x3 patches), shared by the CLI tests.
-struct AttentionRun {
-  TempDir dir{"attn_run"};
-  std::string data, out, ckpt;
-  RunResult train;
-  AttentionRun() {
-    data = dir.str("data");
-    out = dir.str("run");
-    ckpt = out + "/last.safetensors";
-    write_tiny_idx_dataset(data, 320, 96, 12, 4);
-    write_text(dir.str("tiny.toml"), tiny_config_toml(data, out, 12, 4));
-    train = run_minivit("train --config " + dir.str("tiny.toml") + " --set train.epochs=4");
-  }
-};
-
-AttentionRun& attention_run() {
-  static AttentionRun run;
+TinyTrainedRun& attention_run() {
+  static TinyTrainedRun run("attn_run", 12, "--set train.epochs=4");
   return run;
 }
 
@@ -57,7 +43,7 @@ PngSize png_size(const std::string& path) {
 }
 
 // Test image n of the tiny dataset as it lies in the file.
-Image8 test_image(const AttentionRun& run, int n) {
+Image8 test_image(const TinyTrainedRun& run, int n) {
   const Dataset d = load_idx_pair(run.data + "/t10k-images-idx3-ubyte", run.data + "/t10k-labels-idx1-ubyte");
   Image8 img = Image8::from_shape({1, 12, 12});
   std::copy_n(d.images.data() + size_t(n) * 144, 144, img.data());
@@ -67,7 +53,7 @@ Image8 test_image(const AttentionRun& run, int n) {
 }  // namespace
 
 TEST_CASE("attention --index writes every file with the right shapes", "[attention][cli]") {
-  AttentionRun& run = attention_run();
+  TinyTrainedRun& run = attention_run();
   INFO(run.train.err);
   REQUIRE(run.train.exit_code == 0);
   TempDir tmp("attn_index");
@@ -137,7 +123,7 @@ TEST_CASE("attention --index writes every file with the right shapes", "[attenti
 }
 
 TEST_CASE("attention --image reads a PNG through the same preprocessing as --index", "[attention][cli]") {
-  AttentionRun& run = attention_run();
+  TinyTrainedRun& run = attention_run();
   REQUIRE(run.train.exit_code == 0);
   TempDir tmp("attn_image");
   const Image8 img = test_image(run, 5);
@@ -165,7 +151,7 @@ TEST_CASE("attention --image reads a PNG through the same preprocessing as --ind
 }
 
 TEST_CASE("attention refuses bad input with one clear line", "[attention][cli][errors]") {
-  AttentionRun& run = attention_run();
+  TinyTrainedRun& run = attention_run();
   REQUIRE(run.train.exit_code == 0);
   TempDir tmp("attn_errors");
   const std::string base = "attention --checkpoint " + run.ckpt + " --out " + tmp.str("o");
@@ -199,7 +185,7 @@ TEST_CASE("attention refuses bad input with one clear line", "[attention][cli][e
 }
 
 TEST_CASE("predict prints class names and probabilities per image", "[attention][cli][predict]") {
-  AttentionRun& run = attention_run();
+  TinyTrainedRun& run = attention_run();
   REQUIRE(run.train.exit_code == 0);
   TempDir tmp("predict");
   const Dataset test = load_idx_pair(run.data + "/t10k-images-idx3-ubyte", run.data + "/t10k-labels-idx1-ubyte");

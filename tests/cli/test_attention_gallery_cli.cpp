@@ -24,21 +24,8 @@ namespace {
 
 // A tiny model trained briefly on 12x12 generated images (3x3 grid of patches, 4 classes), so that
 // some test images are misclassified.
-struct GalleryRun {
-  TempDir dir{"gallery_run"};
-  std::string data, ckpt;
-  RunResult train;
-  GalleryRun() {
-    data = dir.str("data");
-    write_tiny_idx_dataset(data, 320, 96, 12, 4);
-    write_text(dir.str("tiny.toml"), tiny_config_toml(data, dir.str("run"), 12, 4));
-    train = run_minivit("train --config " + dir.str("tiny.toml") + " --set train.epochs=1");
-    ckpt = dir.str("run") + "/last.safetensors";
-  }
-};
-
-GalleryRun& gallery_run() {
-  static GalleryRun run;
+TinyTrainedRun& gallery_run() {
+  static TinyTrainedRun run("gallery_run", 12, "--set train.epochs=1");
   return run;
 }
 
@@ -80,7 +67,7 @@ std::string base64_decode(const std::string& text) {
 
 TEST_CASE("attention --count writes an explorer per image and a gallery, misclassified first",
           "[attention][cli][gallery]") {
-  GalleryRun& run = gallery_run();
+  TinyTrainedRun& run = gallery_run();
   REQUIRE(run.train.exit_code == 0);
   TempDir tmp("gallery");
   const std::string out = tmp.str("g");
@@ -137,7 +124,7 @@ TEST_CASE("attention --count writes an explorer per image and a gallery, misclas
 }
 
 TEST_CASE("the explorer page embeds exactly the numbers attention.npy holds", "[attention][cli][gallery]") {
-  GalleryRun& run = gallery_run();
+  TinyTrainedRun& run = gallery_run();
   REQUIRE(run.train.exit_code == 0);
   TempDir tmp("explorer_data");
   const std::string out = tmp.str("one");
@@ -168,7 +155,7 @@ TEST_CASE("the explorer page embeds exactly the numbers attention.npy holds", "[
 
 TEST_CASE("attention --count beyond the split takes all of it and says so; --stats alone covers the split",
           "[attention][cli][gallery]") {
-  GalleryRun& run = gallery_run();
+  TinyTrainedRun& run = gallery_run();
   REQUIRE(run.train.exit_code == 0);
   TempDir tmp("gallery_clamp");
   const RunResult r = run_minivit("attention --checkpoint " + run.ckpt + " --count 5000 --out " + tmp.str("all"));
@@ -192,7 +179,7 @@ TEST_CASE("attention --count beyond the split takes all of it and says so; --sta
 }
 
 TEST_CASE("attention with several image files writes one folder each and a gallery", "[attention][cli][gallery]") {
-  GalleryRun& run = gallery_run();
+  TinyTrainedRun& run = gallery_run();
   REQUIRE(run.train.exit_code == 0);
   TempDir tmp("gallery_files");
   std::vector<uint8_t> pixels(12 * 12);

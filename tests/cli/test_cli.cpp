@@ -23,22 +23,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // One dataset and one finished tiny run shared by the tests that only read it.
-struct TinyRun {
-  TempDir dir{"cli_run"};
-  std::string data, out, config;
-  RunResult train;
-  TinyRun() {
-    data = dir.str("data");
-    out = dir.str("run");
-    config = dir.str("tiny.toml");
-    write_tiny_idx_dataset(data, 320, 96, 8, 4);
-    write_text(config, tiny_config_toml(data, out));
-    train = run_minivit("train --config " + config);
-  }
-};
-
-TinyRun& tiny_run() {
-  static TinyRun run;
+TinyTrainedRun& tiny_run() {
+  static TinyTrainedRun run("cli_run", 8);
   return run;
 }
 
@@ -52,7 +38,7 @@ std::vector<float> tensor_bytes(const std::string& path) {
 }  // namespace
 
 TEST_CASE("train writes the run directory of the contract and learns", "[cli][train]") {
-  TinyRun& run = tiny_run();
+  TinyTrainedRun& run = tiny_run();
   INFO(run.train.err);
   REQUIRE(run.train.exit_code == 0);
   for (const char* name : {"config.toml", "metrics.jsonl", "last.safetensors", "best.safetensors",
@@ -78,7 +64,7 @@ TEST_CASE("train writes the run directory of the contract and learns", "[cli][tr
 }
 
 TEST_CASE("eval on the written checkpoint reproduces the trainer's test accuracy", "[cli][eval]") {
-  TinyRun& run = tiny_run();
+  TinyTrainedRun& run = tiny_run();
   REQUIRE(run.train.exit_code == 0);
   TempDir tmp("eval");
   const RunResult r = run_minivit("eval --checkpoint " + run.out + "/last.safetensors --json " + tmp.str("e.json"));
@@ -97,7 +83,7 @@ TEST_CASE("eval on the written checkpoint reproduces the trainer's test accuracy
 }
 
 TEST_CASE("info describes a checkpoint", "[cli][info]") {
-  TinyRun& run = tiny_run();
+  TinyTrainedRun& run = tiny_run();
   REQUIRE(run.train.exit_code == 0);
   const RunResult r = run_minivit("info " + run.out + "/last.safetensors");
   REQUIRE(r.exit_code == 0);
@@ -107,7 +93,7 @@ TEST_CASE("info describes a checkpoint", "[cli][info]") {
 }
 
 TEST_CASE("checkpoints round-trip bit-exactly and carry their config", "[cli][checkpoint]") {
-  TinyRun& run = tiny_run();
+  TinyTrainedRun& run = tiny_run();
   REQUIRE(run.train.exit_code == 0);
   minivit::Checkpoint ckpt = minivit::load_checkpoint(run.out + "/last.safetensors");
   CHECK(ckpt.config.model.dim == 16);
@@ -120,7 +106,7 @@ TEST_CASE("checkpoints round-trip bit-exactly and carry their config", "[cli][ch
 }
 
 TEST_CASE("a corrupted checkpoint is refused with a clear error", "[cli][checkpoint][errors]") {
-  TinyRun& run = tiny_run();
+  TinyTrainedRun& run = tiny_run();
   REQUIRE(run.train.exit_code == 0);
   TempDir tmp("corrupt");
   std::string bytes = read_text(run.out + "/last.safetensors");
@@ -137,7 +123,7 @@ TEST_CASE("a corrupted checkpoint is refused with a clear error", "[cli][checkpo
 }
 
 TEST_CASE("train with --init loads weights and checks names and shapes", "[cli][init]") {
-  TinyRun& run = tiny_run();
+  TinyTrainedRun& run = tiny_run();
   REQUIRE(run.train.exit_code == 0);
   TempDir tmp("init");
   // Weights of a model with another width do not fit.
@@ -158,7 +144,7 @@ TEST_CASE("train with --init loads weights and checks names and shapes", "[cli][
 
 TEST_CASE("resume names the first model key that differs and notes other changed keys",
           "[cli][resume]") {
-  TinyRun& run = tiny_run();
+  TinyTrainedRun& run = tiny_run();
   REQUIRE(run.train.exit_code == 0);
   TempDir tmp("resume_keys");
   fs::copy(run.out, tmp.str("r"), fs::copy_options::recursive);
@@ -205,7 +191,7 @@ TEST_CASE("training on one thread and on two ends with the same weights", "[cli]
 }
 
 TEST_CASE("bad input ends with one clear line and a non-zero exit", "[cli][errors]") {
-  TinyRun& run = tiny_run();
+  TinyTrainedRun& run = tiny_run();
   TempDir tmp("errors");
   SECTION("unknown config key, with file and line") {
     write_text(tmp.str("bad.toml"), "[model]\ndim = 64\nheads = 4\nwidht = 3\n");

@@ -128,4 +128,15 @@ std::string tiny_config_toml(const std::string& data_dir, const std::string& out
   return s.str();
 }
 
+TinyTrainedRun::TinyTrainedRun(const std::string& tag, int size, const std::string& train_args)
+    : dir(tag),
+      data(dir.str("data")),
+      config(dir.str("tiny.toml")),
+      out(dir.str("run")),
+      ckpt(out + "/last.safetensors") {
+  write_tiny_idx_dataset(data, 320, 96, size, 4);
+  write_text(config, tiny_config_toml(data, out, size, 4));
+  train = run_minivit("train --config " + config + (train_args.empty() ? "" : " " + train_args));
+}
+
 }  // namespace minivit_test
