@@ -65,7 +65,8 @@ PY
   done
 done
 
-"$python" - "$out_jsonl" "$out_md" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$config" <<'PY'
+cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) (family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs), model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | xargs); AVX-512: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no))"
+"$python" - "$out_jsonl" "$out_md" "$cpu" "$config" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 cpu, config = sys.argv[3], sys.argv[4]
