@@ -52,6 +52,8 @@ for t in 1 2; do run threads 128 4 6 $t; done
 
 "$python" - "$out_jsonl" "$out_md" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" <<'PY'
 import json, sys
+sys.path.insert(0, "experiments")
+from bench_table import beside_torch, row, whole, write_table
 rows = [json.loads(l) for l in open(sys.argv[1])]
 cpu = sys.argv[3]
 m0 = rows[0]["minivit"]
@@ -64,14 +66,10 @@ lines = [f"Machine: {cpu}, 2 cores; minivit's products through {kernels} "
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 for r in rows:
     m, t = r["minivit"], r["torch"] or {}
-    tt, te = t.get("train_img_per_s"), t.get("eval_img_per_s")
-    fmt = lambda v: f"{v:.0f}" if v else "-"
-    ratio = lambda a, b: f"{a / b:.1f}x" if b else "-"
-    lines.append(f"| {r['study']} | {r['batch']} | {r['tokens']} | {r['depth']} | {r['threads']} | "
-                 f"{m['train_img_per_s']:.0f} | {fmt(tt)} | {ratio(m['train_img_per_s'], tt)} | "
-                 f"{m['eval_img_per_s']:.0f} | {fmt(te)} | {ratio(m['eval_img_per_s'], te)} | "
-                 f"{m['gflops']:.1f} | {100 * m['attention_time_share']:.0f}% | {100 * m['attention_flop_share']:.0f}% | "
-                 f"{m['peak_rss_mb']:.0f} | {fmt(t.get('peak_rss_mb'))} |")
-open(sys.argv[2], "w").write("\n".join(lines) + "\n")
-print("\n".join(lines))
+    lines.append(row([str(r[k]) for k in ("study", "batch", "tokens", "depth", "threads")]
+                     + beside_torch(m, t)
+                     + [f"{m['gflops']:.1f}", f"{100 * m['attention_time_share']:.0f}%",
+                        f"{100 * m['attention_flop_share']:.0f}%", f"{m['peak_rss_mb']:.0f}",
+                        whole(t.get("peak_rss_mb"))]))
+write_table(sys.argv[2], lines)
 PY

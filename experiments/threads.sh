@@ -68,6 +68,8 @@ done
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) (family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs), model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | xargs); AVX-512: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no))"
 "$python" - "$out_jsonl" "$out_md" "$cpu" "$config" <<'PY'
 import json, sys
+sys.path.insert(0, "experiments")
+from bench_table import beside_torch, row, write_table
 rows = [json.loads(line) for line in open(sys.argv[1])]
 cpu, config = sys.argv[3], sys.argv[4]
 first = rows[0]
@@ -86,15 +88,10 @@ for r in rows:
     if r["threads"] == 1:
         one[r["batch"]] = m
     base = one.get(r["batch"])
-    fmt = lambda v: f"{v:.0f}" if v else "-"
-    ratio = lambda a, b: f"{a / b:.1f}x" if b else "-"
     scale = lambda key: f"{m[key] / base[key]:.2f}x" if base else "-"
-    lines.append(
-        f"| {r['batch']} | {r['threads']} | {m['train_img_per_s']:.0f} | {fmt(t.get('train_img_per_s'))} | "
-        f"{ratio(m['train_img_per_s'], t.get('train_img_per_s'))} | {m['eval_img_per_s']:.0f} | "
-        f"{fmt(t.get('eval_img_per_s'))} | {ratio(m['eval_img_per_s'], t.get('eval_img_per_s'))} | "
-        f"{m['sgemm_gflops']:.0f} | {m['train_percent_of_sgemm']:.0f}% | {scale('train_img_per_s')} | "
-        f"{scale('eval_img_per_s')} | {100 * m['serial_time_share']:.2f}% |")
-open(sys.argv[2], "w").write("\n".join(lines) + "\n")
-print("\n".join(lines))
+    lines.append(row([str(r["batch"]), str(r["threads"])] + beside_torch(m, t)
+                     + [f"{m['sgemm_gflops']:.0f}", f"{m['train_percent_of_sgemm']:.0f}%",
+                        scale("train_img_per_s"), scale("eval_img_per_s"),
+                        f"{100 * m['serial_time_share']:.2f}%"]))
+write_table(sys.argv[2], lines)
 PY
