@@ -21,9 +21,11 @@ trap 'rm -rf "$tmp"' EXIT
 # key's underscores as dashes and TOML string quotes dropped). Only model keys: the rest of
 # a check's configuration is what makes the two sides comparable, so it is not open.
 model_sets() {
-  # The reference's init builds the default form unless told otherwise; minivit is pinned
-  # to the same, since the config file the checks start from may choose another.
-  sets=(--set model.attention=scaled_dot --set model.pos_embed=learned --set model.pool=cls)
+  # Both sides start from the default form, named here (the config file the checks start
+  # from may choose another form, and the reference has defaults of its own); a check's own
+  # --set come after it and win.
+  set -- --set model.attention=scaled_dot --set model.pos_embed=learned --set model.pool=cls "$@"
+  sets=()
   init_args=()
   while (($#)); do
     if [[ $1 != --set || $# -lt 2 || $2 != model.?*=?* ]]; then
