@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -81,5 +82,8 @@ std::string read_text(const std::string& path);
 void write_raw(const std::string& path, const std::string& bytes);
 void write_gz(const std::string& path, const std::string& bytes);
 std::string read_raw(const std::string& path);
+
+// The message of the minivit::Error that `action` throws; the test fails if it throws none.
+std::string error_of(const std::function<void()>& action);
 
 }  // namespace minivit_test

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "minivit/core/error.h"
 #include "minivit/core/rng.h"
 
 extern char** environ;
@@ -85,6 +86,16 @@ void write_gz(const std::string& path, const std::string& bytes) {
 std::string read_raw(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const minivit::Error& e) {
+    return e.what();
+  }
+  FAIL("expected a minivit::Error");
+  return "";
 }
 
 void write_tiny_idx_dataset(const std::string& dir, int n_train, int n_test, int size,

@@ -15,6 +15,7 @@ using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 using minivit::ByteReader;
 using minivit_test::read_raw;
+using minivit_test::error_of;
 using minivit_test::TempDir;
 using minivit_test::write_gz;
 using minivit_test::write_raw;
@@ -37,16 +38,6 @@ std::string read_all(ByteReader& reader, size_t expected) {
   std::vector<uint8_t> buffer(expected + 1);
   size_t got = reader.read_some(buffer.data(), buffer.size());
   return std::string(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(got));
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const minivit::Error& e) {
-    return e.what();
-  }
-  FAIL("no error");
-  return "";
 }
 
 }  // namespace

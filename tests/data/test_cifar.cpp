@@ -23,6 +23,7 @@ using minivit::Cifar100Label;
 using minivit::Error;
 using minivit_test::RunResult;
 using minivit_test::run_minivit;
+using minivit_test::error_of;
 using minivit_test::TempDir;
 using minivit_test::read_raw;
 using minivit_test::write_gz;
@@ -108,16 +109,6 @@ void check_images(const minivit::Dataset& ds, int first, int n,
   CHECK(int(ds.images(0, 1, 0, 0)) == pixel(first, 1, 0, 0));   // G
   CHECK(int(ds.images(0, 2, 0, 1)) == pixel(first, 2, 0, 1));   // B
   CHECK(int(ds.images(0, 0, 1, 0)) == pixel(first, 0, 1, 0));   // row-major: y before x
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  FAIL("expected minivit::Error");
-  return "";
 }
 
 std::string cifar10_error(const fs::path& dir) {

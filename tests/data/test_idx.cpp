@@ -16,6 +16,7 @@
 #include "test_util.h"
 
 using minivit::Error;
+using minivit_test::error_of;
 using minivit_test::TempDir;
 using minivit_test::write_gz;
 using minivit_test::write_raw;
@@ -77,16 +78,6 @@ void check_matches(const minivit::Dataset& ds, const Sample& s) {
   CHECK(ds.images(s.n - 1, 0, s.h - 1, 0) == s.pixels[((s.n - 1) * s.h + (s.h - 1)) * s.w]);
   std::vector<int32_t> want_labels(s.labels.begin(), s.labels.end());
   CHECK(ds.labels == want_labels);
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  FAIL("expected minivit::Error");
-  return "";
 }
 
 std::string pair_error(const std::string& images, const std::string& labels) {
