@@ -21,10 +21,12 @@ trap 'rm -rf "$tmp"' EXIT
 # key's underscores as dashes and TOML string quotes dropped). Only model keys: the rest of
 # a check's configuration is what makes the two sides comparable, so it is not open.
 model_sets() {
-  # Both sides start from the default form, named here (the config file the checks start
-  # from may choose another form, and the reference has defaults of its own); a check's own
-  # --set come after it and win.
-  set -- --set model.attention=scaled_dot --set model.pos_embed=learned --set model.pool=cls "$@"
+  # Both sides start from the same shape and form, the reference's defaults, named here (the
+  # config file the checks start from may choose others); a check's own --set come after
+  # them and win.
+  set -- --set model.patch_size=4 --set model.dim=64 --set model.depth=6 --set model.heads=4 \
+    --set model.mlp_dim=128 \
+    --set model.attention=scaled_dot --set model.pos_embed=learned --set model.pool=cls "$@"
   sets=()
   init_args=()
   while (($#)); do
