@@ -3,11 +3,9 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "minivit/core/error.h"
 #include "minivit/data/byte_reader.h"
 #include "test_util.h"
 

@@ -14,13 +14,11 @@
 #include <vector>
 
 #include "minivit/core/config.h"
-#include "minivit/core/error.h"
 #include "minivit/data/cifar.h"
 #include "minivit/data/data.h"
 #include "test_util.h"
 
 using minivit::Cifar100Label;
-using minivit::Error;
 using minivit_test::RunResult;
 using minivit_test::run_minivit;
 using minivit_test::error_of;

@@ -6,16 +6,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
 
-#include "minivit/core/error.h"
 #include "minivit/data/idx.h"
 #include "test_util.h"
 
-using minivit::Error;
 using minivit_test::error_of;
 using minivit_test::TempDir;
 using minivit_test::write_gz;
