@@ -4,8 +4,8 @@
 # varies: batch size, token count (patch size), depth, threads.
 # Writes experiments/scaling.md (a table) and experiments/scaling.jsonl (raw results).
 # Usage: experiments/scaling.sh [MINIVIT_EXE]   (run on an otherwise idle machine)
-# Both sides build the CLS-token form (the reference's bench has no other), whatever
-# pooling the config file chooses.
+# Both sides build the CLS-token form without drop path (the reference's bench has neither
+# mean pooling nor drop path), whatever the config file chooses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minivit=${1:-build/minivit}
@@ -26,7 +26,7 @@ run() {
   [[ $patch == 2 ]] && steps=$((steps / 2 > 3 ? steps / 2 : 3))
   "$minivit" bench --config "$config" --steps $steps --warmup 2 --json "$tmp/m.json" \
     --set train.batch_size=$batch --set model.patch_size=$patch --set model.depth=$depth \
-    --set train.threads=$threads --set model.pool=cls > /dev/null 2>&1
+    --set train.threads=$threads --set model.pool=cls --set model.drop_path=0 > /dev/null 2>&1
   local torch_json="null"
   if ((torch_ok)); then
     local tsteps=$((steps / 4 > 2 ? steps / 4 : 2))
