@@ -20,6 +20,8 @@ trap 'rm -rf "$tmp"' EXIT
 # --set arguments, as given) and `init_args` (the reference init's --KEY VALUE, with the
 # key's underscores as dashes and TOML string quotes dropped). Only model keys: the rest of
 # a check's configuration is what makes the two sides comparable, so it is not open.
+# model.drop_path, a training draw rather than a shape or form, goes to `drop_path` (0
+# unless given) instead of `init_args`.
 model_sets() {
   # Both sides start from the same shape and form, the reference's defaults, named here (the
   # config file the checks start from may choose others); a check's own --set come after
@@ -29,6 +31,7 @@ model_sets() {
     --set model.attention=scaled_dot --set model.pos_embed=learned --set model.pool=cls "$@"
   sets=()
   init_args=()
+  drop_path=0
   while (($#)); do
     if [[ $1 != --set || $# -lt 2 || $2 != model.?*=?* ]]; then
       echo "error: expected --set model.KEY=VALUE, got '$*'" >&2
@@ -39,7 +42,11 @@ model_sets() {
     value=${value#\"}
     value=${value%\"}
     sets+=(--set "$2")
-    init_args+=("--${key//_/-}" "$value")
+    if [[ $key == drop_path ]]; then
+      drop_path=$value
+    else
+      init_args+=("--${key//_/-}" "$value")
+    fi
     shift 2
   done
 }

@@ -30,7 +30,8 @@ import torch.nn.functional as F
 
 from vit_files import load_batch, parse_floats, read_safetensors, write_safetensors
 from vit_model import (FORM_CHOICES, MODEL_KEYS, ViT, attention_maps, build_model,
-                       config_from_weights, model_metadata, random_weights, state_to_numpy)
+                       config_from_weights, drop_path_scales, model_metadata, random_weights,
+                       state_to_numpy)
 from vit_selftest import check_score_variance, selftest_forms, selftest_one
 
 
@@ -66,6 +67,14 @@ def cmd_step(args):
     model.train()
     x, y = load_batch(args.data, args.batch_size, parse_floats(args.mean),
                       parse_floats(args.std), cfg["channels"])
+    if args.drop_path > 0:
+        scales = drop_path_scales(args.drop_path, cfg["depth"], args.batch_size, args.seed,
+                                  args.step)
+        for block, pair in zip(model.blocks, scales):
+            block.path_scales = pair
+        # Printed so that a check can tell a step that dropped nothing from one that did.
+        dropped = sum(int((s == 0).sum()) for pair in scales for s in pair)
+        print("drop path: %d of %d image branches dropped" % (dropped, 2 * len(scales) * len(x)))
     loss = F.cross_entropy(model(x), y)
     loss.backward()
     grads = OrderedDict()
@@ -282,6 +291,10 @@ def main(argv=None):
     p.add_argument("--out", required=True)
     p.add_argument("--grads-out", dest="grads_out", default=None,
                    help="also write the raw gradients (same names)")
+    p.add_argument("--drop-path", dest="drop_path", type=float, default=0.0,
+                   help="model.drop_path: drop the images minivit's step drops")
+    p.add_argument("--seed", type=int, default=0, help="train.seed of that step")
+    p.add_argument("--step", type=int, default=0, help="the step's index (0: the first)")
     add_threads(p)
     p.set_defaults(fn=cmd_step)
 

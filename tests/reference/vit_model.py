@@ -105,10 +105,58 @@ class Block(nn.Module):
         self.norm2 = nn.LayerNorm(dim, eps=LN_EPS)
         self.mlp = Mlp(dim, mlp_dim, drop)
 
+        # Stochastic depth (timm's DropPath): the per-image factors that scale the attention
+        # and MLP branches, [B] each (0 for a dropped image, 1/(1-p) for a kept one), set
+        # from outside for one forward (drop_path_scales) so that both sides drop the same
+        # images; None is the model without it.
+        self.path_scales = None
+
     def forward(self, x):
-        x = x + self.attn(self.norm1(x))
-        x = x + self.mlp(self.norm2(x))
-        return x
+        scales = self.path_scales
+        branch = self.attn(self.norm1(x))
+        x = x + (branch if scales is None else branch * scales[0].view(-1, 1, 1))
+        branch = self.mlp(self.norm2(x))
+        return x + (branch if scales is None else branch * scales[1].view(-1, 1, 1))
+
+
+# minivit's counter-based random numbers (splitmix64; include/minivit/core/rng.h), only to
+# know which images minivit's drop path dropped in a step: which ones is an input of the
+# check, like the weights and the batch, not the arithmetic under test.
+MASK64 = (1 << 64) - 1
+RNG_DROPOUT = 3  # kRngDropout
+DROP_PATH_SITES = (4, 5)  # the attention branch's and the MLP branch's draws in a block
+
+
+def mix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+def rng_key(seed, purpose, a=0, b=0):
+    return mix64(mix64(mix64(seed ^ mix64(purpose)) ^ a) ^ b)
+
+
+def drop_path_scales(rate, depth, batch, seed, step):
+    """The factors minivit's training step `step` of seed `seed` applies with drop path
+    `rate`: per block, ([B], [B]) float32 tensors for the attention and MLP branches.
+    Block l's rate is rate * l / (depth - 1) (timm's linear rule); an image is kept when its
+    uniform draw (24 bits) is at least that rate, and then scaled by 1 / (1 - rate)."""
+    step_key = rng_key(seed, RNG_DROPOUT, step)
+    one = np.float32(1.0)
+    out = []
+    for block in range(depth):
+        p = np.float32(float(np.float32(rate)) * block / (depth - 1)) if depth > 1 else \
+            np.float32(0.0)
+        pair = []
+        for site in DROP_PATH_SITES:
+            key = rng_key(step_key, block, site)
+            draws = [np.float32((mix64(key ^ mix64(i)) >> 40) * 2.0 ** -24) for i in range(batch)]
+            pair.append(torch.tensor([one / (one - p) if u >= p else 0.0 for u in draws],
+                                     dtype=torch.float32))
+        out.append(tuple(pair))
+    return out
 
 
 def sincos_2d_pos_embed(grid, dim, cls_row):
