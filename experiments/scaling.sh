@@ -4,8 +4,9 @@
 # varies: batch size, token count (patch size), depth, threads.
 # Writes experiments/scaling.md (a table) and experiments/scaling.jsonl (raw results).
 # Usage: experiments/scaling.sh [MINIVIT_EXE]   (run on an otherwise idle machine)
-# Both sides build the CLS-token form without drop path (the reference's bench has neither
-# mean pooling nor drop path), whatever the config file chooses.
+# Both sides build the model of experiments/study_model.sh, the CLS-token form without drop
+# path (the reference's bench has neither mean pooling nor drop path), whatever the config
+# file chooses; depth, patch size, batch and threads vary from there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minivit=${1:-build/minivit}
@@ -16,6 +17,7 @@ torch_ok=0
 out_md=experiments/scaling.md
 out_jsonl=experiments/scaling.jsonl
 tmp=$(mktemp -d)
+source experiments/study_model.sh
 trap 'rm -rf "$tmp"' EXIT
 : > "$out_jsonl"
 
@@ -25,8 +27,8 @@ run() {
   local steps=$((2560 / batch)); ((steps < 5)) && steps=5
   [[ $patch == 2 ]] && steps=$((steps / 2 > 3 ? steps / 2 : 3))
   "$minivit" bench --config "$config" --steps $steps --warmup 2 --json "$tmp/m.json" \
-    --set train.batch_size=$batch --set model.patch_size=$patch --set model.depth=$depth \
-    --set train.threads=$threads --set model.pool=cls --set model.drop_path=0 > /dev/null 2>&1
+    "${study_model[@]}" --set train.batch_size=$batch --set model.patch_size=$patch \
+    --set model.depth=$depth --set train.threads=$threads > /dev/null 2>&1
   local torch_json="null"
   if ((torch_ok)); then
     local tsteps=$((steps / 4 > 2 ? steps / 4 : 2))

@@ -24,12 +24,10 @@ images=${IMAGES:-16}
 threads=${THREADS:-0}
 variants=${VARIANTS:-"scaled_dot dot additive cosine sincos2d no_pos_embed mean_pool"}
 read -r -a extra <<< "${EXTRA:-}"
-# The study's base: the default config as it was when the study was run (6 blocks without
-# drop path, a CLS token, peak learning rate 2e-3), so that its results stay reproducible as
-# the config file moves on.
-base=(--set model.depth=6 --set model.drop_path=0
-      --set model.attention=scaled_dot --set model.pos_embed=learned --set model.pool=cls
-      --set optim.lr=2e-3)
+# The study's base: the default config as it was when the study was run, so that its results
+# stay reproducible as the config file moves on.
+source "$root/experiments/study_model.sh"
+base=("${study_model[@]}" --set model.attention=scaled_dot --set model.pos_embed=learned)
 
 sets_of() {
   case $1 in

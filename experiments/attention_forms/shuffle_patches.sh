@@ -14,12 +14,13 @@ count=${N:-500}
 data=/usr/share/datasets/fashion-mnist
 mkdir -p "$out"
 /usr/bin/python3 "$here/shuffle_patches.py" write "$data" "$out" "$count"
-# The 6 blocks without drop path, CLS token and peak learning rate 2e-3 that the default
-# config had when the README's figures were taken, so that they stay reproducible.
+# The default config as it was when the README's figures were taken, so that they stay
+# reproducible.
+source "$root/experiments/study_model.sh"
 for pos in none learned; do
   [[ -f $out/$pos/eval.json ]] ||
-    "$minivit" train --config "$root/configs/fashion_mnist.toml" --set model.pool=cls \
-      --set model.depth=6 --set model.drop_path=0 --set optim.lr=2e-3 --set model.pos_embed=$pos \
+    "$minivit" train --config "$root/configs/fashion_mnist.toml" "${study_model[@]}" \
+      --set model.pos_embed=$pos \
       --set train.epochs="$epochs" --set data.val_fraction=0 --out "$out/$pos" > "$out/$pos.log" 2>&1
   for images in original shuffled; do
     "$minivit" predict --checkpoint "$out/$pos/last.safetensors" --topk 1 \

@@ -12,6 +12,7 @@ minivit=${1:-build-mpi/minivit}
 steps=${2:-40}
 out=experiments/mpi/results.jsonl
 tmp=$(mktemp -d)
+source experiments/study_model.sh
 trap 'rm -rf "$tmp"' EXIT
 flags=(--oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none)
 [[ $(id -u) -eq 0 ]] && flags+=(--allow-run-as-root)
@@ -20,10 +21,8 @@ flags=(--oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none
 # run RANKS THREADS: one training run, its profile line turned into JSON
 run() {
   local ranks=$1 threads=$2 dir=$tmp/r$1t$2
-  # The 6 blocks without drop path and the CLS token the default config had when results.md
-  # was measured.
-  local cmd=("$minivit" train --config configs/fashion_mnist.toml --out "$dir" --set model.pool=cls
-             --set model.depth=6 --set model.drop_path=0
+  # The default config as it was when results.md was measured (study_model.sh).
+  local cmd=("$minivit" train --config configs/fashion_mnist.toml --out "$dir" "${study_model[@]}"
              --set train.max_steps=$steps --set train.threads=$threads)
   if ((ranks == 1)); then
     MINIVIT_MPI_PROFILE=1 "${cmd[@]}" > "$tmp/log" 2>&1

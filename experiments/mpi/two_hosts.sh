@@ -11,6 +11,7 @@ minivit=$(realpath "${1:-build-mpi/minivit}")
 steps=${2:-40}
 out=experiments/mpi/results.jsonl
 tmp=$(mktemp -d)
+source experiments/study_model.sh
 remove_namespaces() {
   ip netns del mvh1 2> /dev/null || true
   ip netns del mvh2 2> /dev/null || true
@@ -46,11 +47,9 @@ flags=(--host 10.78.0.1:1,10.78.0.2:1 --mca plm_rsh_agent "$tmp/agent.sh" --mca 
 # run LINK: one training run, its profile line as JSON
 run() {
   local link=$1
-  # The default config's shape and form when results.md was measured: 6 blocks without drop
-  # path, a CLS token.
+  # The default config as it was when results.md was measured (study_model.sh).
   ip netns exec mvh1 mpirun "${flags[@]}" -np 2 "$minivit" train --config configs/fashion_mnist.toml \
-    --out "$tmp/run_$link" --set model.pool=cls --set model.depth=6 --set model.drop_path=0 \
-    --set train.max_steps=$steps --set train.threads=1 \
+    --out "$tmp/run_$link" "${study_model[@]}" --set train.max_steps=$steps --set train.threads=1 \
     > "$tmp/log" 2>&1
   python3 - "$link" "$(grep '^mpi profile:' "$tmp/log")" \
     "$(grep -o '([0-9]* img/s while training)' "$tmp/log" | grep -o '[0-9]*' | head -1)" >> "$out" << 'PY'
