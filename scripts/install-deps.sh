@@ -21,7 +21,7 @@ for flag in "$@"; do
     --reference) packages+=(python3 python3-numpy python3-torch chromium python3-websocket) ;;
     --fuzz) packages+=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14) ;;
     --mpi) packages+=(libopenmpi-dev openmpi-bin python3) ;;
-    --cifar10) command -v npm > /dev/null || packages+=(npm) ;;  # Node.js builds that bundle it
+    --cifar10) command -v npm > /dev/null || packages+=(npm) ;;  # some Node.js packages bring their own
     *) echo "install-deps.sh: unknown option '$flag' (expected --reference, --fuzz, --mpi or --cifar10)" >&2; exit 2 ;;
   esac
 done
