@@ -36,7 +36,9 @@ static TrainerOptions resolve(const TrainOptions& opt) {
 // How a failure ends a job of several ranks. Setup runs no collective, so each rank fails or
 // not by itself; then they agree: an error every rank met (a bad config key, a missing
 // dataset) is printed by rank 0 alone, one met by other ranks only is printed by them, and
-// every rank leaves with status 1. After setup, an error that all ranks meet alike (a
+// every rank leaves with status 1, after a barrier that the reporting ranks reach only once
+// their line is written: mpirun ends the whole job when the first rank exits non-zero, and
+// could otherwise end a reporting rank before it printed. After setup, an error that all ranks meet alike (a
 // non-finite loss) is rank 0's to print; any other ends the whole job at once.
 int run_train(const TrainOptions& opt) {
   distributed::Session session;
@@ -50,9 +52,13 @@ int run_train(const TrainOptions& opt) {
   }
   if (distributed::ranks() > 1) {
     const distributed::SetupOutcome outcome = distributed::agree_on_setup(setup_error != nullptr);
+    int status = 1;
     if (setup_error && (distributed::is_root() || !outcome.root_failed))
-      std::rethrow_exception(setup_error);  // main prints it
-    if (outcome.any_failed) return 1;
+      status = report_error(setup_error);
+    if (outcome.any_failed) {
+      distributed::barrier();
+      return status;
+    }
   }
   try {
     return trainer->run();

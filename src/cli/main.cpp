@@ -156,15 +156,8 @@ int main(int argc, char** argv) {
     if (*info_cmd) return minivit::run_info(info_path);
     if (*bench_cmd) return minivit::run_bench(bench);
     if (*export_cmd) return minivit::run_export(export_opts);
-  } catch (const minivit::Error& e) {
-    std::fprintf(stderr, "minivit: error: %s\n", e.what());
-    return 1;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "minivit: error: out of memory\n");
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "minivit: internal error: %s\n", e.what());
-    return 2;
+  } catch (const std::exception&) {
+    return minivit::report_error(std::current_exception());
   }
   return 0;
 }
