@@ -38,8 +38,9 @@ static TrainerOptions resolve(const TrainOptions& opt) {
 // dataset) is printed by rank 0 alone, one met by other ranks only is printed by them, and
 // every rank leaves with status 1, after a barrier that the reporting ranks reach only once
 // their line is written: mpirun ends the whole job when the first rank exits non-zero, and
-// could otherwise end a reporting rank before it printed. After setup, an error that all ranks meet alike (a
-// non-finite loss) is rank 0's to print; any other ends the whole job at once.
+// could otherwise end a reporting rank before it printed. After setup, an error that all
+// ranks meet alike (a non-finite loss) is rank 0's to print; any other ends the whole job at
+// once.
 int run_train(const TrainOptions& opt) {
   distributed::Session session;
   std::optional<Trainer> trainer;

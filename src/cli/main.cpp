@@ -1,11 +1,8 @@
 // minivit: parses the command line and hands over to one command (see commands.h).
 #include <CLI/CLI.hpp>
-#include <cstdio>
 #include <exception>
-#include <new>
 
 #include "minivit/cli/commands.h"
-#include "minivit/core/error.h"
 #include "minivit/kernels/runtime.h"
 
 int main(int argc, char** argv) {
