@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "minivit/core/config.h"
+
 namespace minivit_test {
 
 // A fresh empty directory under the system temp dir, removed when the object dies.
@@ -75,6 +77,11 @@ struct TinyTrainedRun {
 };
 
 void write_text(const std::string& path, const std::string& text);
+
+// The config keys a dataset script printed (datasets/cifar10.sh and friends), from "[model]"
+// on, with the sizes a model needs besides them, parsed as a config.
+minivit::Config printed_config(const std::string& script_output);
+
 std::string read_text(const std::string& path);
 
 // Binary files for the data readers: `bytes` as they are, or gzip-compressed; and a file's

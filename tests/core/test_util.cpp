@@ -14,6 +14,7 @@
 
 #include "minivit/core/error.h"
 #include "minivit/core/rng.h"
+#include "minivit/formats/config_file.h"
 
 extern char** environ;
 
@@ -60,6 +61,14 @@ pid_t spawn_minivit(const std::vector<std::string>& args, const std::string& std
 
 static void put_be32(std::string& out, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8) out.push_back(char((v >> shift) & 0xFF));
+}
+
+minivit::Config printed_config(const std::string& script_output) {
+  const size_t start = script_output.find("[model]");
+  REQUIRE(start != std::string::npos);
+  std::string toml = script_output.substr(start);
+  toml.insert(std::string("[model]\n").size(), "patch_size = 4\ndim = 32\nheads = 2\n");
+  return minivit::parse_config(toml, "printed keys");
 }
 
 void write_text(const std::string& path, const std::string& text) {

