@@ -13,6 +13,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
+source "$here/recipe_runs.sh"
 minivit=$(realpath "${1:-$root/build/minivit}")
 out=$(realpath -m "${2:-$root/runs/cifar10_recipe}")
 data=$(realpath -m "${DATA:-$root/data/cifar-10-batches-bin}")
@@ -40,33 +41,5 @@ sets_of() {
   esac
 }
 
-mkdir -p "$out"
-for variant in $variants; do
-  sets=()
-  for kv in $(sets_of "$variant"); do sets+=(--set "$kv"); done
-  if [[ -f $out/$variant/eval.json ]]; then
-    echo "$variant: done before, kept"
-    continue
-  fi
-  echo "$variant: training ($(sets_of "$variant"))"
-  "$minivit" train --config "$root/configs/cifar10.toml" "${shared[@]}" "${sets[@]}" \
-    --set data.path="$data" --set train.threads="$threads" --out "$out/$variant" \
-    > "$out/$variant.log" 2>&1
-done
-
-echo
-echo "| variant | recipe | test top-1 | validation | training (augmented) | training img/s |"
-echo "|---|---|---|---|---|---|"
-for variant in $variants; do
-  [[ -f $out/$variant/eval.json ]] || continue
-  python3 - "$out/$variant" "$variant" "$(sets_of "$variant")" <<'EOF'
-import json, sys
-run, name, sets = sys.argv[1:]
-rows = [json.loads(line) for line in open(run + "/metrics.jsonl")]
-epoch = [r for r in rows if r["type"] == "epoch"][-1]
-speed = [r["img_per_s"] for r in rows if r["type"] == "step"]
-top1 = json.load(open(run + "/eval.json"))["top1"]
-print(f"| {name} | {sets} | {100 * top1:.2f}% | {100 * epoch['val_acc']:.2f}% | "
-      f"{100 * epoch['train_acc']:.2f}% | {sum(speed) / len(speed):.0f} |")
-EOF
-done
+train_variants "$root/configs/cifar10.toml" --set data.path="$data"
+print_table

@@ -1,0 +1,37 @@
+# Sourced by the recipe scripts (cifar10_recipe.sh, fashion_mnist_best_shape.sh): train each
+# variant that has no result yet, then print the table of all that have one. The script
+# defines minivit, out, threads, variants, the array `shared` (the --set pins every run
+# shares) and sets_of VARIANT (the keys=values that make the variant).
+
+# train_variants CONFIG [ARGS...]: ARGS go to every `minivit train` after the pins.
+train_variants() {
+  local config=$1
+  shift
+  mkdir -p "$out"
+  local variant kv sets
+  for variant in $variants; do
+    sets=()
+    for kv in $(sets_of "$variant"); do sets+=(--set "$kv"); done
+    if [[ -f $out/$variant/eval.json ]]; then
+      echo "$variant: done before, kept"
+      continue
+    fi
+    echo "$variant: training ($(sets_of "$variant"))"
+    "$minivit" train --config "$config" "${shared[@]}" "${sets[@]}" "$@" \
+      --set train.threads="$threads" --out "$out/$variant" > "$out/$variant.log" 2>&1
+  done
+}
+
+# print_table: test top-1 on last.safetensors, the last epoch's validation and training
+# accuracy, and the mean training speed of every finished variant.
+print_table() {
+  local here variant
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  echo
+  echo "| variant | recipe | test top-1 | validation | training (augmented) | training img/s |"
+  echo "|---|---|---|---|---|---|"
+  for variant in $variants; do
+    [[ -f $out/$variant/eval.json ]] || continue
+    python3 "$here/run_row.py" "$out/$variant" "$variant" "$(sets_of "$variant")"
+  done
+}
