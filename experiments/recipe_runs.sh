@@ -7,8 +7,10 @@
 train_variants() {
   local config=$1
   shift
-  mkdir -p "$out"
   local variant kv sets
+  # Named here, outside a command substitution, so that an unknown variant ends the script.
+  for variant in $variants; do sets_of "$variant" > /dev/null; done
+  mkdir -p "$out"
   for variant in $variants; do
     sets=()
     for kv in $(sets_of "$variant"); do sets+=(--set "$kv"); done
