@@ -110,12 +110,8 @@ int main(int argc, char** argv) {
   }
   try {
     convert(opt);
-  } catch (const minivit::Error& e) {
-    std::fprintf(stderr, "cifar10-from-sprites: error: %s\n", e.what());
-    return 1;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "cifar10-from-sprites: error: out of memory\n");
-    return 1;
+  } catch (const std::exception&) {
+    return minivit::report_error("cifar10-from-sprites", std::current_exception());
   }
   return 0;
 }

@@ -55,7 +55,7 @@ int run_train(const TrainOptions& opt) {
     const distributed::SetupOutcome outcome = distributed::agree_on_setup(setup_error != nullptr);
     int status = 1;
     if (setup_error && (distributed::is_root() || !outcome.root_failed))
-      status = report_error(setup_error);
+      status = report_error("minivit", setup_error);
     if (outcome.any_failed) {
       distributed::barrier();
       return status;

@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "minivit/cli/commands.h"
+#include "minivit/core/error.h"
 #include "minivit/kernels/runtime.h"
 
 int main(int argc, char** argv) {
@@ -154,7 +155,7 @@ int main(int argc, char** argv) {
     if (*bench_cmd) return minivit::run_bench(bench);
     if (*export_cmd) return minivit::run_export(export_opts);
   } catch (const std::exception&) {
-    return minivit::report_error(std::current_exception());
+    return minivit::report_error("minivit", std::current_exception());
   }
   return 0;
 }

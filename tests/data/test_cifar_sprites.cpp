@@ -91,6 +91,7 @@ TEST_CASE("cifar10-from-sprites refuses a wrong sheet or labels with one line an
   auto refused = [&](const RunResult& r, const std::string& says) {
     INFO(r.err);
     CHECK(r.exit_code == 1);
+    CHECK(r.err.rfind("cifar10-from-sprites: error: ", 0) == 0);
     CHECK_THAT(r.err, Contains(says));
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(out));

@@ -3,15 +3,10 @@
 // the command line into these option structs and calls the matching run_* function; each
 // returns the process exit status and reports user errors by throwing minivit::Error.
 #include <cstdint>
-#include <exception>
 #include <string>
 #include <vector>
 
 namespace minivit {
-
-// Prints the one stderr line for a failed command ("minivit: error: ..." for a user error,
-// "minivit: internal error: ..." for anything else) and returns the exit status (1 or 2).
-int report_error(const std::exception_ptr& error);
 
 struct TrainOptions {
   std::string config_path;        // --config
