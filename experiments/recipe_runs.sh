@@ -7,18 +7,19 @@
 train_variants() {
   local config=$1
   shift
-  local variant kv sets
+  local variant kv recipe sets
   # Named here, outside a command substitution, so that an unknown variant ends the script.
   for variant in $variants; do sets_of "$variant" > /dev/null; done
   mkdir -p "$out"
   for variant in $variants; do
-    sets=()
-    for kv in $(sets_of "$variant"); do sets+=(--set "$kv"); done
     if [[ -f $out/$variant/eval.json ]]; then
       echo "$variant: done before, kept"
       continue
     fi
-    echo "$variant: training ($(sets_of "$variant"))"
+    recipe=$(sets_of "$variant")
+    sets=()
+    for kv in $recipe; do sets+=(--set "$kv"); done
+    echo "$variant: training ($recipe)"
     "$minivit" train --config "$config" "${shared[@]}" "${sets[@]}" "$@" \
       --set train.threads="$threads" --out "$out/$variant" > "$out/$variant.log" 2>&1
   done
