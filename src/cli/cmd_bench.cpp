@@ -114,8 +114,9 @@ struct BenchSetup {
 
   // An evaluation batch goes through the model in the chunks evaluate() uses.
   void eval_batch() {
-    for (int start = 0; start < B; start += kEvalChunk)
-      vit_forward(model, acts, images.data() + start * image_len, std::min(kEvalChunk, B - start),
+    const int chunk = eval_batch_size(acts);
+    for (int start = 0; start < B; start += chunk)
+      vit_forward(model, acts, images.data() + start * image_len, std::min(chunk, B - start),
                   false, 0);
   }
 };

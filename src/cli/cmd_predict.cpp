@@ -12,6 +12,7 @@
 #include "minivit/formats/checkpoint.h"
 #include "minivit/kernels/threads.h"
 #include "minivit/model/predict.h"
+#include "minivit/train/evaluate.h"
 
 namespace minivit {
 
@@ -35,7 +36,8 @@ int run_predict(const PredictOptions& opt) {
   }
 
   const int n = int(opt.images.size());
-  const int max_batch = std::min(n, 64);
+  // As evaluate() cuts its batches (evaluate.h), for as many images as were given.
+  const int max_batch = std::min(n, std::max(kEvalChunk, vit_batch_filling_threads()));
   Activations acts(m, max_batch, false);
   const int k = std::min(opt.topk, m.num_classes);
   const std::vector<std::string> class_names = class_names_for(ckpt.class_names, m.num_classes);

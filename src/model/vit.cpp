@@ -236,6 +236,8 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
   acts.forward_was_training = training;
 }
 
+int vit_batch_filling_threads() { return kChunkImages * num_threads(); }
+
 double vit_forward_flops(const ModelConfig& c) {
   const double T = c.tokens(), N = c.patches(), D = c.dim, M = c.mlp_dim, K = c.num_classes;
   const double per_block = 2 * T * D * 3 * D   // qkv

@@ -63,6 +63,10 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
 // built for training and its last vit_forward was of the same B.
 void vit_backward(ViT& model, Activations& acts, int B);
 
+// Images a forward needs to keep every thread of the pool busy: it takes a batch through the
+// model in chunks of a few images, one chunk per thread (vit_passes.h).
+int vit_batch_filling_threads();
+
 // Floating-point operations of one forward pass for one image (multiply-add = 2): the
 // matrix products and attention, which are all but a sliver of the work.
 double vit_forward_flops(const ModelConfig& config);
