@@ -114,7 +114,7 @@ struct BenchSetup {
 
   // An evaluation batch goes through the model in the chunks evaluate() uses.
   void eval_batch() {
-    const int chunk = eval_batch_size(acts);
+    const int chunk = eval_batch_size(acts.max_batch);
     for (int start = 0; start < B; start += chunk)
       vit_forward(model, acts, images.data() + start * image_len, std::min(chunk, B - start),
                   false, 0);

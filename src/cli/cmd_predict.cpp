@@ -36,8 +36,7 @@ int run_predict(const PredictOptions& opt) {
   }
 
   const int n = int(opt.images.size());
-  // As evaluate() cuts its batches (evaluate.h), for as many images as were given.
-  const int max_batch = std::min(n, std::max(kEvalChunk, vit_batch_filling_threads()));
+  const int max_batch = eval_batch_size(n);
   Activations acts(m, max_batch, false);
   const int k = std::min(opt.topk, m.num_classes);
   const std::vector<std::string> class_names = class_names_for(ckpt.class_names, m.num_classes);

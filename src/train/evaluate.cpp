@@ -10,8 +10,8 @@
 
 namespace minivit {
 
-int eval_batch_size(const Activations& acts) {
-  return std::min(acts.max_batch, std::max(kEvalChunk, vit_batch_filling_threads()));
+int eval_batch_size(int at_most) {
+  return std::min(at_most, std::max(kEvalChunk, vit_batch_filling_threads()));
 }
 
 EvalResult evaluate(const ViT& model, Activations& acts, const Dataset& data,
@@ -19,7 +19,7 @@ EvalResult evaluate(const ViT& model, Activations& acts, const Dataset& data,
                     const std::vector<float>& std) {
   const ModelConfig& c = model.config;
   const int K = c.num_classes;
-  const int max_b = eval_batch_size(acts);
+  const int max_b = eval_batch_size(acts.max_batch);
   const int64_t image_len = int64_t(c.channels) * c.image_size * c.image_size;
   std::vector<float> images(size_t(max_b * image_len));
   std::vector<int32_t> labels(static_cast<size_t>(max_b));

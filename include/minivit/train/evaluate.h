@@ -27,11 +27,12 @@ struct EvalResult {
 // model's shapes on 2 threads. Results do not depend on it (every row is computed on its own).
 constexpr int kEvalChunk = 64;
 
-// Images evaluate() forwards at a time: kEvalChunk, or as many as keep every thread busy
-// where that is more (vit_batch_filling_threads: 128 on 16 threads), at most acts.max_batch.
-int eval_batch_size(const Activations& acts);
+// Images evaluation forwards at a time: kEvalChunk, or as many as keep every thread busy
+// where that is more (vit_batch_filling_threads: 128 on 16 threads), at most `at_most` (the
+// activations' batch, or the images there are).
+int eval_batch_size(int at_most);
 
-// Runs `model` in eval mode over data[indices], eval_batch_size(acts) images at a time.
+// Runs `model` in eval mode over data[indices], eval_batch_size(acts.max_batch) at a time.
 EvalResult evaluate(const ViT& model, Activations& acts, const Dataset& data,
                     const std::vector<int64_t>& indices, const std::vector<float>& mean,
                     const std::vector<float>& std);
