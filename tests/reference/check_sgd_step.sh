@@ -3,7 +3,8 @@
 # the same weights (written by the reference in the checkpoint layout and loaded with
 # --init), take one plain SGD step on the same Fashion-MNIST batch, and every tensor's
 # update must agree to 1e-3 relative. With --set model.drop_path=P both drop the same
-# images' branches (the reference computes minivit's draws).
+# images' branches, and with model.dropout / model.attention_dropout the same elements (the
+# reference computes minivit's draws: minivit_draws.py).
 # Usage: check_sgd_step.sh MINIVIT_EXE SOURCE_DIR [DATA_DIR] [--set model.KEY=VALUE]...
 #   --set model.KEY=VALUE: the model form to check (e.g. --set model.attention=additive);
 #   minivit gets it as given, the reference's init as --KEY VALUE.
@@ -24,7 +25,8 @@ lr=0.1
 
 "${ref[@]}" init --seed 1 "${init_args[@]}" --out "$tmp/w.safetensors"
 "${ref[@]}" step --weights "$tmp/w.safetensors" --data "$data" --batch-size $batch --lr $lr \
-  --mean 0.2860 --std 0.3530 --drop-path "$drop_path" --seed 0 --step 0 \
+  --mean 0.2860 --std 0.3530 --drop-path "$drop_path" --dropout "$dropout" \
+  --attention-dropout "$attention_dropout" --seed 0 --step 0 \
   --out "$tmp/ref.safetensors" | tee "$tmp/ref.log"
 # With drop path, the reference drops the images minivit's first step of seed 0 drops; a
 # step that dropped none would not test it.
@@ -32,13 +34,24 @@ if [[ $drop_path != 0 ]] && ! grep -Eq '^drop path: [1-9][0-9]* of' "$tmp/ref.lo
   echo "error: model.drop_path=$drop_path dropped no image branch in this batch" >&2
   exit 1
 fi
+# Likewise every dropout site the step's rates turn on must drop some elements.
+sites=()
+[[ $dropout != 0 ]] && sites+=(proj gelu fc2)
+[[ $attention_dropout != 0 ]] && sites+=(attention)
+for site in "${sites[@]}"; do
+  if ! grep -Eq "^dropout $site: [1-9][0-9]* of" "$tmp/ref.log"; then
+    echo "error: dropout at the $site site dropped no element in this batch" >&2
+    exit 1
+  fi
+done
 # The form comes first so that the settings that make the step comparable win over it.
 "$minivit" train --config "$source_dir/configs/fashion_mnist.toml" --init "$tmp/w.safetensors" \
   --out "$tmp/run" --set data.path="$data" "${sets[@]}" \
   --set optim.name=sgd --set optim.lr=$lr --set optim.momentum=0 --set optim.weight_decay=0 \
   --set optim.schedule=constant --set optim.warmup_steps=0 --set optim.clip_grad_norm=0 \
-  --set optim.label_smoothing=0 --set model.dropout=0 --set model.attention_dropout=0 \
-  --set model.drop_path="$drop_path" --set train.seed=0 \
+  --set optim.label_smoothing=0 --set model.dropout="$dropout" \
+  --set model.attention_dropout="$attention_dropout" --set model.drop_path="$drop_path" \
+  --set train.seed=0 \
   --set data.shuffle=false --set data.augment=false --set data.val_fraction=0 \
   --set train.max_steps=1 --set train.batch_size=$batch > "$tmp/train.log" 2>&1 ||
   { cat "$tmp/train.log"; exit 1; }

@@ -20,8 +20,9 @@ trap 'rm -rf "$tmp"' EXIT
 # --set arguments, as given) and `init_args` (the reference init's --KEY VALUE, with the
 # key's underscores as dashes and TOML string quotes dropped). Only model keys: the rest of
 # a check's configuration is what makes the two sides comparable, so it is not open.
-# model.drop_path, a training draw rather than a shape or form, goes to `drop_path` (0
-# unless given) instead of `init_args`.
+# model.drop_path, model.dropout and model.attention_dropout, training draws rather than a
+# shape or form, go to `drop_path`, `dropout` and `attention_dropout` (0 unless given)
+# instead of `init_args`.
 model_sets() {
   # Both sides start from the same shape and form, the reference's defaults, named here (the
   # config file the checks start from may choose others); a check's own --set come after
@@ -32,6 +33,8 @@ model_sets() {
   sets=()
   init_args=()
   drop_path=0
+  dropout=0
+  attention_dropout=0
   while (($#)); do
     if [[ $1 != --set || $# -lt 2 || $2 != model.?*=?* ]]; then
       echo "error: expected --set model.KEY=VALUE, got '$*'" >&2
@@ -44,6 +47,10 @@ model_sets() {
     sets+=(--set "$2")
     if [[ $key == drop_path ]]; then
       drop_path=$value
+    elif [[ $key == dropout ]]; then
+      dropout=$value
+    elif [[ $key == attention_dropout ]]; then
+      attention_dropout=$value
     else
       init_args+=("--${key//_/-}" "$value")
     fi

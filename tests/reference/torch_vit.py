@@ -29,9 +29,9 @@ import torch
 import torch.nn.functional as F
 
 from vit_files import load_batch, parse_floats, read_safetensors, write_safetensors
+from minivit_draws import drop_path_scales, dropout_masks
 from vit_model import (FORM_CHOICES, MODEL_KEYS, ViT, attention_maps, build_model,
-                       config_from_weights, drop_path_scales, model_metadata, random_weights,
-                       state_to_numpy)
+                       config_from_weights, model_metadata, random_weights, state_to_numpy)
 from vit_selftest import check_score_variance, selftest_forms, selftest_one
 
 
@@ -63,7 +63,8 @@ def cmd_step(args):
     set_threads(args)
     tensors, meta = read_safetensors(args.weights)
     cfg = config_from_weights(tensors, meta, args.heads)
-    model = build_model(tensors, cfg)  # dropout 0 in cfg: train mode is then deterministic
+    # Dropout 0 in cfg: train mode is then deterministic, but for minivit's draws set below.
+    model = build_model(tensors, cfg)
     model.train()
     x, y = load_batch(args.data, args.batch_size, parse_floats(args.mean),
                       parse_floats(args.std), cfg["channels"])
@@ -75,6 +76,20 @@ def cmd_step(args):
         # Printed so that a check can tell a step that dropped nothing from one that did.
         dropped = sum(int((s == 0).sum()) for pair in scales for s in pair)
         print("drop path: %d of %d image branches dropped" % (dropped, 2 * len(scales) * len(x)))
+    if args.dropout > 0 or args.attention_dropout > 0:
+        masks = dropout_masks(args.dropout, args.attention_dropout, cfg, args.batch_size,
+                              args.seed, args.step)
+        for block, sites in zip(model.blocks, masks):
+            modules = {"attention": block.attn.attn_drop, "proj": block.attn.proj_drop,
+                       "gelu": block.mlp.drop1, "fc2": block.mlp.drop2}
+            for name, mask in sites.items():
+                modules[name].mask = mask
+        # Per site, so that a check can tell that each one dropped something.
+        for name in ("attention", "proj", "gelu", "fc2"):
+            if name in masks[0]:
+                dropped = sum(int((sites[name] == 0).sum()) for sites in masks)
+                total = sum(sites[name].numel() for sites in masks)
+                print("dropout %s: %d of %d elements dropped" % (name, dropped, total))
     loss = F.cross_entropy(model(x), y)
     loss.backward()
     grads = OrderedDict()
@@ -293,6 +308,11 @@ def main(argv=None):
                    help="also write the raw gradients (same names)")
     p.add_argument("--drop-path", dest="drop_path", type=float, default=0.0,
                    help="model.drop_path: drop the images minivit's step drops")
+    p.add_argument("--dropout", type=float, default=0.0,
+                   help="model.dropout: drop the elements minivit's step drops (branch outputs, "
+                        "MLP hidden)")
+    p.add_argument("--attention-dropout", dest="attention_dropout", type=float, default=0.0,
+                   help="model.attention_dropout: drop the attention weights minivit's step drops")
     p.add_argument("--seed", type=int, default=0, help="train.seed of that step")
     p.add_argument("--step", type=int, default=0, help="the step's index (0: the first)")
     add_threads(p)

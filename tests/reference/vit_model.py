@@ -33,6 +33,22 @@ class PatchEmbed(nn.Module):
         return self.proj(x).flatten(2).transpose(1, 2)  # (B, N, D), patches row-major
 
 
+class Dropout(nn.Module):
+    """nn.Dropout, unless `mask` is set: then the input times that mask (float32, shaped as
+    the input: 0 where an element is dropped, 1 / (1 - p) where it is kept), so that the
+    check can drop the elements minivit's step drops (minivit_draws.dropout_masks)."""
+
+    def __init__(self, p):
+        super().__init__()
+        self.p = p
+        self.mask = None
+
+    def forward(self, x):
+        if self.mask is not None:
+            return x * self.mask
+        return F.dropout(x, self.p, self.training)
+
+
 class Attention(nn.Module):
     def __init__(self, dim, heads, attn_drop, proj_drop, form="scaled_dot"):
         super().__init__()
@@ -48,9 +64,9 @@ class Attention(nn.Module):
             self.logit_scale = nn.Parameter(torch.full((heads, 1, 1), math.log(10.0)))
         elif form not in ("scaled_dot", "dot"):
             raise ValueError("unknown attention form %r" % form)
-        self.attn_drop = nn.Dropout(attn_drop)
+        self.attn_drop = Dropout(attn_drop)
         self.proj = nn.Linear(dim, dim)
-        self.proj_drop = nn.Dropout(proj_drop)
+        self.proj_drop = Dropout(proj_drop)
         self.keep_attention = False  # set by attention_maps(); off in training
         self.last_attention = None
 
@@ -88,9 +104,9 @@ class Mlp(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(dim, hidden)
         self.act = nn.GELU()  # approximate='none': the exact erf form, as in timm
-        self.drop1 = nn.Dropout(drop)
+        self.drop1 = Dropout(drop)
         self.fc2 = nn.Linear(hidden, dim)
-        self.drop2 = nn.Dropout(drop)
+        self.drop2 = Dropout(drop)
 
     def forward(self, x):
         return self.drop2(self.fc2(self.drop1(self.act(self.fc1(x)))))
@@ -107,8 +123,8 @@ class Block(nn.Module):
 
         # Stochastic depth (timm's DropPath): the per-image factors that scale the attention
         # and MLP branches, [B] each (0 for a dropped image, 1/(1-p) for a kept one), set
-        # from outside for one forward (drop_path_scales) so that both sides drop the same
-        # images; None is the model without it.
+        # from outside for one forward (minivit_draws.drop_path_scales) so that both sides
+        # drop the same images; None is the model without it.
         self.path_scales = None
 
     def forward(self, x):
@@ -117,46 +133,6 @@ class Block(nn.Module):
         x = x + (branch if scales is None else branch * scales[0].view(-1, 1, 1))
         branch = self.mlp(self.norm2(x))
         return x + (branch if scales is None else branch * scales[1].view(-1, 1, 1))
-
-
-# minivit's counter-based random numbers (splitmix64; include/minivit/core/rng.h), only to
-# know which images minivit's drop path dropped in a step: which ones is an input of the
-# check, like the weights and the batch, not the arithmetic under test.
-MASK64 = (1 << 64) - 1
-RNG_DROPOUT = 3  # kRngDropout
-DROP_PATH_SITES = (4, 5)  # the attention branch's and the MLP branch's draws in a block
-
-
-def mix64(x):
-    x = (x + 0x9E3779B97F4A7C15) & MASK64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
-    return x ^ (x >> 31)
-
-
-def rng_key(seed, purpose, a=0, b=0):
-    return mix64(mix64(mix64(seed ^ mix64(purpose)) ^ a) ^ b)
-
-
-def drop_path_scales(rate, depth, batch, seed, step):
-    """The factors minivit's training step `step` of seed `seed` applies with drop path
-    `rate`: per block, ([B], [B]) float32 tensors for the attention and MLP branches.
-    Block l's rate is rate * l / (depth - 1) (timm's linear rule); an image is kept when its
-    uniform draw (24 bits) is at least that rate, and then scaled by 1 / (1 - rate)."""
-    step_key = rng_key(seed, RNG_DROPOUT, step)
-    one = np.float32(1.0)
-    out = []
-    for block in range(depth):
-        p = np.float32(float(np.float32(rate)) * block / (depth - 1)) if depth > 1 else \
-            np.float32(0.0)
-        pair = []
-        for site in DROP_PATH_SITES:
-            key = rng_key(step_key, block, site)
-            draws = [np.float32((mix64(key ^ mix64(i)) >> 40) * 2.0 ** -24) for i in range(batch)]
-            pair.append(torch.tensor([one / (one - p) if u >= p else 0.0 for u in draws],
-                                     dtype=torch.float32))
-        out.append(tuple(pair))
-    return out
 
 
 def sincos_2d_pos_embed(grid, dim, cls_row):
@@ -202,8 +178,6 @@ class ViT(nn.Module):
         else:
             self.pos_embed = None
         self.patch_embed = PatchEmbed(cfg["channels"], cfg["patch_size"], D)
-        # timm's pos_drop after adding pos_embed uses the same drop rate.
-        self.pos_drop = nn.Dropout(cfg.get("dropout", 0.0))
         self.blocks = nn.ModuleList(
             Block(D, cfg["heads"], cfg["mlp_dim"], cfg.get("dropout", 0.0),
                   cfg.get("attention_dropout", 0.0), cfg.get("attention", "scaled_dot"))
@@ -221,7 +195,8 @@ class ViT(nn.Module):
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
         if self.pos_embed is not None:
             x = x + self.pos_embed
-        x = self.pos_drop(x)
+        # No dropout here: timm's pos_drop_rate is its own argument, 0 by default, and
+        # model.dropout is its proj_drop_rate (the branches' outputs and the MLP's hidden).
         for blk in self.blocks:
             x = blk(x)
         if self.pool == "cls":
