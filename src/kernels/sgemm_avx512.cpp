@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 namespace minivit {
 
@@ -31,8 +30,13 @@ constexpr int kVecs = 4;         // zmm registers across a row of the tile
 constexpr int kNr = 16 * kVecs;  // columns of a C tile
 constexpr int kKc = 128;         // reductions per packed block: a (kKc, kNr) panel is 32 KB
 constexpr int kMc = 96;          // rows per block: their (kMc, kKc) slice of A stays in L2
+// Panels of op(B) packed at a time: the (kKc, 4 kNr) block, 128 KB, lives on the stack of
+// the call, so the kernels keep no buffer between calls. Four hold the widest product of a
+// dim-64 model (qkv, 3 panels) in one go, so its loops run as with the whole B packed.
+constexpr int kPackPanels = 4;
 
-// Packs op(B)[k0:k0+kc, 0:N] into panels (ceil(N / kNr), kc, kNr), zero beyond column N.
+// Packs op(B)[k0:k0+kc, 0:N] into panels (ceil(N / kNr), kc, kNr), zero beyond column N;
+// at most kPackPanels panels at a time.
 void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int N, float* packed) {
   const int panels = (N + kNr - 1) / kNr;
   for (int p = 0; p < panels; ++p) {
@@ -125,31 +129,35 @@ void sgemm_blocked(int M, int N, int K, float alpha, const float* A, int lda, bo
   }
   // A B whose rows are whole panels wide is already laid out as its panels, with a longer
   // stride: it is read in place (the weight gradients' B, B*T rows long, most of all).
-  // Otherwise B is packed into a per-thread buffer, grown to the largest block once and
-  // reused after, whose panel rows start on cache lines.
+  // Otherwise kPackPanels panels at a time are packed, their rows on cache lines. Each
+  // element of C still sums its k blocks in order, so the cut into groups changes no bit.
   const bool in_place = !trans_b && N % kNr == 0;
-  thread_local std::vector<float> storage;
+  alignas(64) float packed[kPackPanels * kKc * kNr];
   const int panels = (N + kNr - 1) / kNr;
-  const size_t floats = in_place ? 0 : size_t(panels) * kNr * size_t(std::min(K, kKc)) + 16;
-  if (storage.size() < floats) storage.resize(floats);
-  float* packed = reinterpret_cast<float*>(
-      (reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t(63));
+  const int group = in_place ? panels : kPackPanels;
   const int ldp = in_place ? ldb : kNr;
 
   for (int k0 = 0; k0 < K; k0 += kKc) {
     const int kc = std::min(kKc, K - k0);
-    if (!in_place) pack_b(trans_b, B, ldb, k0, kc, N, packed);
     const float block_beta = k0 == 0 ? beta : 1.0f;  // later blocks add to the first's sum
-    for (int i0 = 0; i0 < M; i0 += kMc) {
-      const int i1 = std::min(M, i0 + kMc);
-      for (int p = 0; p < panels; ++p) {
-        const int j0 = p * kNr, cols = std::min(kNr, N - j0);
-        const float* panel =
-            in_place ? B + int64_t(k0) * ldb + j0 : packed + int64_t(p) * kc * kNr;
-        for (int i = i0; i < i1; i += kMr) {
-          const float* a = kTransA ? A + int64_t(k0) * lda + i : A + int64_t(i) * lda + k0;
-          tile_rows<kTransA>(std::min(kMr, i1 - i), a, lda, panel, ldp, kc,
-                             C + int64_t(i) * ldc + j0, ldc, cols, alpha, block_beta);
+    for (int p0 = 0; p0 < panels; p0 += group) {
+      const int p1 = std::min(panels, p0 + group);
+      if (!in_place) {
+        const int j_first = p0 * kNr;
+        const float* b_first = trans_b ? B + int64_t(j_first) * ldb : B + j_first;
+        pack_b(trans_b, b_first, ldb, k0, kc, std::min(N, p1 * kNr) - j_first, packed);
+      }
+      for (int i0 = 0; i0 < M; i0 += kMc) {
+        const int i1 = std::min(M, i0 + kMc);
+        for (int p = p0; p < p1; ++p) {
+          const int j0 = p * kNr, cols = std::min(kNr, N - j0);
+          const float* panel =
+              in_place ? B + int64_t(k0) * ldb + j0 : packed + int64_t(p - p0) * kc * kNr;
+          for (int i = i0; i < i1; i += kMr) {
+            const float* a = kTransA ? A + int64_t(k0) * lda + i : A + int64_t(i) * lda + k0;
+            tile_rows<kTransA>(std::min(kMr, i1 - i), a, lda, panel, ldp, kc,
+                               C + int64_t(i) * ldc + j0, ldc, cols, alpha, block_beta);
+          }
         }
       }
     }

@@ -93,6 +93,9 @@ TEST_CASE("gemm handles every edge of the AVX-512 kernels' tiles", "[gemm]") {
           for (int N : {1, 15, 16, 17, 33, 63, 64, 65})
             for (int K : {1, 127, 128, 129}) check_gemm(ta, tb, M, N, K, 0.0f, 1);
         check_gemm(ta, tb, 19, 150, 300, 0.25f, 2, -1.5f);
+        // More columns than the kernels pack at a time (4 panels of 64), with a ragged last
+        // group and several reduction blocks.
+        check_gemm(ta, tb, 100, 300, 150, 0.5f, 1, 2.0f);
         check_gemm(ta, tb, 1, 192, 6400, 1.0f, 0, 1.0f);
       }
   });
