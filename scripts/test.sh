@@ -3,8 +3,10 @@
 # MPI (build-mpi, -DMINIVIT_MPI=ON) and runs the multi-process tests, labelled mpi (set
 # MINIVIT_MPI=0 to skip them); then builds it again with AddressSanitizer and
 # UndefinedBehaviorSanitizer and runs the suite once more (set MINIVIT_SANITIZE=0 to skip that
-# pass). Installs missing Debian packages first, including PyTorch for the
-# reference-implementation tests and Open MPI.
+# pass); last, builds the libFuzzer targets with clang and fuzzes each file reader for
+# MINIVIT_FUZZ_SECONDS (default 10) through scripts/fuzz.sh (set MINIVIT_FUZZ=0 to skip it).
+# Installs missing Debian packages first, including PyTorch for the reference-implementation
+# tests and Open MPI (and clang, by scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -25,4 +27,10 @@ if [[ "${MINIVIT_SANITIZE:-1}" != 0 ]]; then
   cmake --build build-asan -j "$jobs"
   # The PyTorch comparisons check numerics, which the plain build already did.
   ctest --test-dir build-asan --output-on-failure -j "$jobs" -E '^reference\.'
+fi
+if [[ "${MINIVIT_FUZZ:-1}" != 0 ]]; then
+  # A short pass: the fuzz build keeps compiling, and each reader meets fresh inputs beyond the
+  # seeds and regressions the suite replays. A finding fails the run and is kept in
+  # fuzz/regressions/; scripts/fuzz.sh with more seconds fuzzes in earnest.
+  scripts/fuzz.sh "${MINIVIT_FUZZ_SECONDS:-10}"
 fi
