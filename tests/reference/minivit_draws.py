@@ -76,7 +76,8 @@ def dropout_masks(rate, attention_rate, cfg, batch, seed, step):
       "fc2"       [B, T, D]     the MLP branch's output (drop2)
     A site whose rate is 0 is left out. Element i of a site (its index in the whole batch's
     row-major tensor) is kept when rng_uniform(key of block and site, i) >= its rate."""
-    T = (cfg["image_size"] // cfg["patch_size"]) ** 2 + (1 if cfg.get("pool", "cls") == "cls" else 0)
+    cls_token = 1 if cfg.get("pool", "cls") == "cls" else 0
+    T = (cfg["image_size"] // cfg["patch_size"]) ** 2 + cls_token
     D, M, H = cfg["dim"], cfg["mlp_dim"], cfg["heads"]
     shapes = {}
     if attention_rate > 0:
