@@ -47,10 +47,29 @@ std::string gemm_kernels_name() {
   return std::string("OpenBLAS ") + openblas_get_corename();
 }
 
+bool bf16_products_available() {
+  return kernels_in_use() == GemmKernels::avx512 && sgemm_avx512_bf16_available();
+}
+
+Precision effective_precision(Precision asked) {
+  return asked == Precision::bf16 && !bf16_products_available() ? Precision::fp32 : asked;
+}
+
+std::string precision_note(Precision asked) {
+  if (effective_precision(asked) == asked) return "";
+  const std::string why = sgemm_avx512_bf16_available()
+                              ? "the products run on " + gemm_kernels_name() + " (MINIVIT_GEMM)"
+                              : std::string("this build has no AVX512_BF16 kernels (a CPU with "
+                                            "AVX512_BF16 and the default -march=native build)");
+  return "note: train.precision = \"bf16\": " + why + "; the blocks' products run in fp32";
+}
+
 // One product on the calling thread.
 static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                          const float* A, int lda, const float* B, int ldb, float beta, float* C,
-                         int ldc) {
+                         int ldc, Precision precision) {
+  if (precision == Precision::bf16 && bf16_products_available())
+    return sgemm_avx512_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (kernels_in_use() == GemmKernels::avx512)
     return sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
@@ -62,7 +81,7 @@ static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float 
 static constexpr double kMinSplitWork = 1 << 18;
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-          const float* B, int ldb, float beta, float* C, int ldc) {
+          const float* B, int ldb, float beta, float* C, int ldc, Precision precision) {
   if (M <= 0 || N <= 0) return;
   // The cut depends on the shape and the machine alone, never on the thread count:
   // OpenBLAS's kernels round the last rows or columns of a call (its size modulo their
@@ -80,7 +99,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
   const bool nested = omp_in_parallel();
   const int threads = nested ? 1 : std::min(omp_get_max_threads(), parts);
   if (parts == 1 || (threads == 1 && kernels_in_use() == GemmKernels::avx512)) {
-    serial_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    serial_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, precision);
     return;
   }
   // Contiguous blocks of rows (or columns) of C, each computed by exactly one thread.
@@ -91,11 +110,11 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
     if (split_rows) {
       const float* A_part = trans_a ? A + begin : A + int64_t(begin) * lda;
       serial_sgemm(trans_a, trans_b, end - begin, N, K, alpha, A_part, lda, B, ldb, beta,
-                   C + int64_t(begin) * ldc, ldc);
+                   C + int64_t(begin) * ldc, ldc, precision);
     } else {
       const float* B_part = trans_b ? B + int64_t(begin) * ldb : B + begin;
       serial_sgemm(trans_a, trans_b, M, end - begin, K, alpha, A, lda, B_part, ldb, beta,
-                   C + begin, ldc);
+                   C + begin, ldc, precision);
     }
   };
   if (threads == 1) {

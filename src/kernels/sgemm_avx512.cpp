@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "sgemm_tile_store.h"
+
 namespace minivit {
 
 // The model's products are tall and thin: (B*T, 64..192) x (64..192, 64..192), and the
@@ -85,24 +87,7 @@ void tile(const float* a, int lda, const float* panel, int ldp, int kc, float* C
       for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm512_fmadd_ps(ar, b[v], acc[r][v]);
     }
   }
-  // Lanes of C to touch in each 16-column vector: all, some or none.
-  __mmask16 mask[kVecs];
-#pragma GCC unroll 4
-  for (int v = 0; v < kVecs; ++v) {
-    const int in = std::clamp(cols - 16 * v, 0, 16);
-    mask[v] = __mmask16((1u << in) - 1);
-  }
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 16
-  for (int r = 0; r < kRows; ++r) {
-    float* c = C + int64_t(r) * ldc;
-#pragma GCC unroll 4
-    for (int v = 0; v < kVecs; ++v) {
-      __m512 out = _mm512_mul_ps(va, acc[r][v]);
-      if (beta != 0.0f) out = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], c + 16 * v), out);
-      _mm512_mask_storeu_ps(c + 16 * v, mask[v], out);
-    }
-  }
+  store_tile<kRows, kVecs>(acc, C, ldc, cols, alpha, beta);
 }
 
 // Tiles of kMr rows, and one of `rows` < kMr at the bottom edge.

@@ -7,6 +7,8 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include <xtensor-blas/xlinalg.hpp>
@@ -19,19 +21,34 @@
 
 using namespace minivit;
 
-// op(X) (rows, cols) in double, from a row-major buffer with leading dimension ld.
+// x rounded to the nearest bfloat16, ties to even, by its bits (finite x).
+static float round_to_bf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+// op(X) (rows, cols) in double, from a row-major buffer with leading dimension ld; each
+// element rounded to bf16 first when `bf16`.
 static xt::xtensor<double, 2> op_matrix(const std::vector<float>& X, bool trans, int rows,
-                                        int cols, int ld) {
+                                        int cols, int ld, bool bf16 = false) {
   xt::xtensor<double, 2> m = xt::empty<double>({size_t(rows), size_t(cols)});
   for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j) m(i, j) = trans ? X[size_t(j) * ld + i] : X[size_t(i) * ld + j];
+    for (int j = 0; j < cols; ++j) {
+      const float x = trans ? X[size_t(j) * ld + i] : X[size_t(i) * ld + j];
+      m(i, j) = bf16 ? round_to_bf16(x) : x;
+    }
   return m;
 }
 
 // Checks every element of the product. With beta = 0 C starts as NaN, so a kernel that
 // reads the C it was told to ignore fails.
+// With Precision::bf16 the product is checked against the one of the inputs rounded to
+// bf16 where the kernels in use compute it so, else against the exact one.
 static void check_gemm(bool ta, bool tb, int M, int N, int K, float beta, int pad,
-                       float alpha = 0.5f) {
+                       float alpha = 0.5f, Precision precision = Precision::fp32) {
   const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
   auto A = minivit_test::random_vector(int64_t(ta ? K : M) * lda, 1.0f, 1);
   auto B = minivit_test::random_vector(int64_t(tb ? N : K) * ldb, 1.0f, 2);
@@ -40,9 +57,10 @@ static void check_gemm(bool ta, bool tb, int M, int N, int K, float beta, int pa
     for (int i = 0; i < M; ++i)
       for (int j = 0; j < N; ++j) C[size_t(i) * ldc + j] = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> C0 = C;
-  gemm(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+  gemm(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, precision);
+  const bool bf16 = precision == Precision::bf16 && bf16_products_available();
   const xt::xtensor<double, 2> product =
-      xt::linalg::dot(op_matrix(A, ta, M, K, lda), op_matrix(B, tb, K, N, ldb));
+      xt::linalg::dot(op_matrix(A, ta, M, K, lda, bf16), op_matrix(B, tb, K, N, ldb, bf16));
   const double tolerance = 1e-4 * std::sqrt(double(K) + 1);
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
@@ -50,7 +68,7 @@ static void check_gemm(bool ta, bool tb, int M, int N, int K, float beta, int pa
           alpha * product(i, j) + (beta == 0.0f ? 0.0 : beta * C0[size_t(i) * ldc + j]);
       const float got = C[size_t(i) * ldc + j];
       if (std::abs(got - ref) <= tolerance) continue;  // NaN falls through
-      INFO(gemm_kernels_name() << ": ta " << ta << " tb " << tb << " M " << M << " N " << N
+      INFO(gemm_kernels_name() << (bf16 ? " bf16" : "") << ": ta " << ta << " tb " << tb << " M " << M << " N " << N
                                << " K " << K << " beta " << beta << " at " << i << "," << j);
       REQUIRE(got == Approx(ref).margin(tolerance));
     }
@@ -101,6 +119,41 @@ TEST_CASE("gemm handles every edge of the AVX-512 kernels' tiles", "[gemm]") {
   });
 }
 
+TEST_CASE("bf16 products match the product of bf16-rounded inputs at every edge", "[gemm]") {
+  // Reductions around the bf16 kernels' 256-long block and odd ones (a pair with a zero
+  // partner), rows around the 6-row tile and the 96-row block, columns around the vectors.
+  for_each_gemm_kernels([] {
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        for (int M : {1, 6, 7, 97})
+          for (int N : {1, 17, 64, 65})
+            for (int K : {1, 2, 3, 255, 256, 257}) check_gemm(ta, tb, M, N, K, 0.0f, 1, 0.5f, Precision::bf16);
+        check_gemm(ta, tb, 100, 300, 515, 0.5f, 1, 2.0f, Precision::bf16);
+        check_gemm(ta, tb, 1300, 96, 64, 1.0f, 0, 1.0f, Precision::bf16);  // split by rows
+        check_gemm(ta, tb, 64, 1300, 96, 0.0f, 2, 1.0f, Precision::bf16);  // split by columns
+        check_gemm(ta, tb, 96, 192, 6272, 1.0f, 0, 1.0f, Precision::bf16);  // a weight gradient's
+      }
+  });
+}
+
+TEST_CASE("bf16 products round their inputs, and only where the kernels can", "[gemm]") {
+  // 1 + 2^-10 lies between two bf16 (1 and 1 + 2^-7) and rounds to 1: four of its products
+  // with 1 sum to exactly 4 in bf16, and to 4 + 2^-8 in fp32.
+  const float a[4] = {1.0f + 0x1p-10f, 1.0f + 0x1p-10f, 1.0f + 0x1p-10f, 1.0f + 0x1p-10f};
+  const float b[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+  for_each_gemm_kernels([&] {
+    float c = 0.0f;
+    gemm(false, false, 1, 1, 4, 1.0f, a, 4, b, 1, 0.0f, &c, 1, Precision::bf16);
+    CHECK(c == (bf16_products_available() ? 4.0f : 4.0f + 0x1p-8f));
+    gemm(false, false, 1, 1, 4, 1.0f, a, 4, b, 1, 0.0f, &c, 1);
+    CHECK(c == 4.0f + 0x1p-8f);
+  });
+  const GemmKernels in_use = gemm_kernels();
+  set_gemm_kernels(GemmKernels::openblas);
+  CHECK_FALSE(bf16_products_available());  // OpenBLAS's sgemm is fp32 only
+  set_gemm_kernels(in_use);
+}
+
 TEST_CASE("gemm with an empty reduction scales C by beta", "[gemm]") {
   for_each_gemm_kernels([] {
     std::vector<float> C = {1.0f, 2.0f, 3.0f, 4.0f};
@@ -128,17 +181,19 @@ TEST_CASE("gemm kernels can be switched, and AVX-512 only where built in", "[gem
 
 TEST_CASE("gemm results do not depend on the thread count", "[gemm]") {
   for_each_gemm_kernels([] {
-    const int M = 640, N = 192, K = 64;
-    auto A = minivit_test::random_vector(M * K, 1.0f, 4);
-    auto B = minivit_test::random_vector(N * K, 1.0f, 5);
-    std::vector<float> C1(M * N), C2(M * N);
-    const int threads = num_threads();
-    set_num_threads(1);
-    gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C1.data(), N);
-    set_num_threads(2);
-    gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C2.data(), N);
-    set_num_threads(threads);
-    CHECK(C1 == C2);  // a row split leaves every dot product's order unchanged
+    for (Precision precision : {Precision::fp32, Precision::bf16}) {
+      const int M = 640, N = 192, K = 64;
+      auto A = minivit_test::random_vector(M * K, 1.0f, 4);
+      auto B = minivit_test::random_vector(N * K, 1.0f, 5);
+      std::vector<float> C1(M * N), C2(M * N);
+      const int threads = num_threads();
+      set_num_threads(1);
+      gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C1.data(), N, precision);
+      set_num_threads(2);
+      gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C2.data(), N, precision);
+      set_num_threads(threads);
+      CHECK(C1 == C2);  // a row split leaves every dot product's order unchanged
+    }
   });
 }
 

@@ -35,6 +35,12 @@ enum class OptimizerKind { adamw, sgd };
 enum class LrSchedule { cosine, constant };
 // The score function of every attention layer (nn/attention.h).
 enum class AttentionForm { scaled_dot, dot, additive, cosine };
+// How the transformer blocks' matrix products are computed in training (kernels/gemm.h).
+enum class Precision {
+  fp32,  // fp32 throughout
+  bf16,  // inputs rounded to bfloat16, products summed in fp32; weights, gradients and the
+         // optimizer stay fp32 (mixed precision)
+};
 
 struct ModelConfig {
   int image_size = 28;
@@ -114,6 +120,7 @@ struct TrainConfig {
   std::string out_dir = "runs/default";
   int log_every = 50;   // steps between metrics.jsonl lines
   int eval_every = 1;   // epochs between validation passes
+  Precision precision = Precision::fp32;  // of the blocks' products in training steps
 };
 
 struct Config {

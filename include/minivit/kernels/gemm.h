@@ -14,12 +14,27 @@
 // single-threaded and gemm() splits large products across the pool by rows (or columns) of
 // C, so the two never compete for the cores. Inside a parallel region gemm() runs on the
 // calling thread.
+//
+// Precision: Precision::bf16 asks for op(A) and op(B) rounded to bfloat16 and their
+// products summed in fp32 (mixed precision, as torch.autocast's bf16 matmuls), which
+// AVX512_BF16 computes at twice the fp32 rate. Where the kernels in use cannot
+// (bf16_products_available() false) the product is computed in fp32 instead.
 #include <string>
+
+#include "minivit/core/config.h"  // Precision
 
 namespace minivit {
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-          const float* B, int ldb, float beta, float* C, int ldc);
+          const float* B, int ldb, float beta, float* C, int ldc,
+          Precision precision = Precision::fp32);
+
+// Whether gemm() computes Precision::bf16 products in bf16 with the kernels in use.
+bool bf16_products_available();
+// The precision gemm() computes a request for `asked` in: bf16 falls back to fp32.
+Precision effective_precision(Precision asked);
+// A line for the user when bf16 was asked for and cannot be had here, else "".
+std::string precision_note(Precision asked);
 
 enum class GemmKernels { avx512, openblas };
 GemmKernels gemm_kernels();

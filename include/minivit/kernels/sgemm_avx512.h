@@ -9,4 +9,13 @@ bool sgemm_avx512_available();
 void sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                   int lda, const float* B, int ldb, float beta, float* C, int ldc);
 
+// The same products with op(A) and op(B) rounded to bfloat16 (to nearest even) and their
+// products summed in fp32, by AVX512_BF16's VDPBF16PS: about twice the rate. Built in when
+// the compiler targets a CPU with AVX512_BF16 (Zen 4, Sapphire Rapids and later).
+bool sgemm_avx512_bf16_available();
+
+void sgemm_avx512_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                       const float* A, int lda, const float* B, int ldb, float beta, float* C,
+                       int ldc);
+
 }  // namespace minivit

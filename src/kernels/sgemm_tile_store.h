@@ -1,0 +1,34 @@
+#pragma once
+// The end of a product kernel's tile, shared by the fp32 and bf16 kernels:
+// C[0:kRows, 0:cols] = alpha * acc + beta * C, where beta == 0 never reads C.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace minivit {
+
+template <int kRows, int kVecs>
+inline void store_tile(const __m512 (&acc)[kRows][kVecs], float* C, int ldc, int cols,
+                       float alpha, float beta) {
+  // Lanes of C to touch in each 16-column vector: all, some or none.
+  __mmask16 mask[kVecs];
+#pragma GCC unroll 4
+  for (int v = 0; v < kVecs; ++v) {
+    const int in = std::clamp(cols - 16 * v, 0, 16);
+    mask[v] = __mmask16((1u << in) - 1);
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r) {
+    float* c = C + int64_t(r) * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < kVecs; ++v) {
+      __m512 out = _mm512_mul_ps(va, acc[r][v]);
+      if (beta != 0.0f) out = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], c + 16 * v), out);
+      _mm512_mask_storeu_ps(c + 16 * v, mask[v], out);
+    }
+  }
+}
+
+}  // namespace minivit
