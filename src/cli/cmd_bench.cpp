@@ -100,6 +100,7 @@ struct BenchSetup {
         optimizer(c.optim, model.num_params), acts(mc, B, true),
         images(size_t(B * image_len)), targets(size_t(B) * K), labels(static_cast<size_t>(B)) {
     model.init(c.train.seed);
+    acts.block_products = c.train.precision;
     for (size_t i = 0; i < images.size(); ++i) images[i] = float(rng_normal(3, i));
     for (int b = 0; b < B; ++b) labels[size_t(b)] = int32_t(rng_u64(4, uint64_t(b)) % uint64_t(K));
     make_targets(targets.data(), labels.data(), B, K, c.optim.label_smoothing);
@@ -180,11 +181,16 @@ static Latency measure_latency_on_one_thread(const ViT& model, int images, int t
 
 // The line on stderr that says what is measured; `threads` as bench runs them.
 static void announce(const BenchSetup& s, const BenchOptions& opt, const std::string& threads) {
-  std::fprintf(stderr, "bench: %s, batch %d, %d tokens, %s attention, %s, gemm kernels %s\n",
+  std::fprintf(stderr,
+               "bench: %s, batch %d, %d tokens, %s attention, %s, gemm kernels %s, %s products in "
+               "training\n",
                opt.config_path.c_str(), s.B, s.mc.tokens(), std::string(config_name(s.mc.attention)).c_str(),
-               threads.c_str(), gemm_kernels_name().c_str());
+               threads.c_str(), gemm_kernels_name().c_str(),
+               std::string(config_name(effective_precision(s.config.train.precision))).c_str());
   if (const std::string advice = blas_kernel_advice(); !advice.empty())
     std::fprintf(stderr, "%s\n", advice.c_str());
+  if (const std::string note = precision_note(s.config.train.precision); !note.empty())
+    std::fprintf(stderr, "%s\n", note.c_str());
 }
 
 // 1, 2, 4, ... threads up to the machine's cores, and the core count itself.
@@ -233,6 +239,7 @@ static int run_threads_sweep(BenchSetup& s, const BenchOptions& opt) {
     nlohmann::json j = {{"attention", config_name(s.mc.attention)}, {"threads_sweep", rows},
                         {"cores", cores}, {"batch_size", s.B}, {"tokens", s.mc.tokens()},
                         {"steps", opt.steps}, {"gemm_kernels", gemm_kernels_name()},
+                        {"precision", config_name(effective_precision(s.config.train.precision))},
                         {"blas_kernels", blas_kernel_name()}, {"config", opt.config_path},
                         {"latency_images", opt.latency_images}};
     if (opt.latency_images > 0) {
@@ -319,6 +326,7 @@ int run_bench(const BenchOptions& opt) {
                         {"tokens", mc.tokens()},
                         {"steps", opt.steps},
                         {"gemm_kernels", gemm_kernels_name()},
+                        {"precision", config_name(effective_precision(s.config.train.precision))},
                         {"blas_kernels", blas_kernel_name()},
                         {"peak_rss_mb", peak_rss_mb},
                         {"config", opt.config_path}};

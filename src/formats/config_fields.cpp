@@ -21,6 +21,7 @@ constexpr std::string_view kLrSchedules[] = {"cosine", "constant"};
 constexpr std::string_view kAttentionForms[] = {"scaled_dot", "dot", "additive", "cosine"};
 constexpr std::string_view kPosEmbeds[] = {"learned", "sincos2d", "none"};
 constexpr std::string_view kPools[] = {"cls", "mean"};
+constexpr std::string_view kPrecisions[] = {"fp32", "bf16"};
 
 }  // namespace
 
@@ -31,6 +32,7 @@ std::span<const std::string_view> choice_words(LrSchedule) { return kLrSchedules
 std::span<const std::string_view> choice_words(AttentionForm) { return kAttentionForms; }
 std::span<const std::string_view> choice_words(PosEmbedKind) { return kPosEmbeds; }
 std::span<const std::string_view> choice_words(PoolKind) { return kPools; }
+std::span<const std::string_view> choice_words(Precision) { return kPrecisions; }
 
 std::vector<Field> fields_of(Config& c) {
   return {
@@ -84,6 +86,7 @@ std::vector<Field> fields_of(Config& c) {
       {"train", "out_dir", &c.train.out_dir},
       {"train", "log_every", &c.train.log_every},
       {"train", "eval_every", &c.train.eval_every},
+      {"train", "precision", &c.train.precision},
   };
 }
 
@@ -145,5 +148,6 @@ std::string_view config_name(LrSchedule schedule) { return word_of(schedule); }
 std::string_view config_name(AttentionForm form) { return word_of(form); }
 std::string_view config_name(PosEmbedKind pos_embed) { return word_of(pos_embed); }
 std::string_view config_name(PoolKind pool) { return word_of(pool); }
+std::string_view config_name(Precision precision) { return word_of(precision); }
 
 }  // namespace minivit

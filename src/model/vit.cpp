@@ -132,7 +132,7 @@ enum DropoutSite : uint64_t {
 // and the dropout streams at sample first_sample + b0.
 static void forward_chunk(const ViT& model, Activations& acts, const float* images, int b0,
                           int n, float p, float p_att, float p_path, uint64_t dropout_key,
-                          int first_sample) {
+                          int first_sample, Precision products) {
   const ModelConfig& c = model.config;
   const ViTParams& w = model.w;
   const int T = c.tokens(), N = c.patches(), D = c.dim, M = c.mlp_dim, H = c.heads;
@@ -171,7 +171,7 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     // x_mid = x + drop(proj(attn(LN1(x))))
     layernorm_forward(ln1, at(a.ln1_mean, T), at(a.ln1_rstd, T), x, bw.norm1_w, bw.norm1_b, BT,
                       D);
-    linear_forward(qkv, ln1, bw.qkv_w, bw.qkv_b, BT, D, 3 * D);
+    linear_forward(qkv, ln1, bw.qkv_w, bw.qkv_b, BT, D, 3 * D, products);
     {
       AttentionTimer timer(acts.profile);
       const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
@@ -182,7 +182,8 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     // Without dropout or drop path the projection's bias is added in the residual pass
     // instead.
     const bool fuse_bias = p == 0.0f && p_block == 0.0f;
-    linear_forward(branch, att_out, bw.proj_w, fuse_bias ? nullptr : bw.proj_b, BT, D, D);
+    linear_forward(branch, att_out, bw.proj_w, fuse_bias ? nullptr : bw.proj_b, BT, D, D,
+                   products);
     dropout_forward(branch, at(a.proj_mask, TD), branch, int64_t(BT) * D, p, key(kSiteProj),
                     first_td);
     if (p_block > 0.0f)
@@ -193,11 +194,12 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
     layernorm_forward(ln2, at(a.ln2_mean, T), at(a.ln2_rstd, T), resid_mid, bw.norm2_w,
                       bw.norm2_b, BT, D);
-    linear_forward(fc1, ln2, bw.fc1_w, nullptr, BT, D, M);
+    linear_forward(fc1, ln2, bw.fc1_w, nullptr, BT, D, M, products);
     bias_gelu_forward(fc2_in, fc1, bw.fc1_b, BT, M);
     dropout_forward(fc2_in, at(a.gelu_mask, TM), fc2_in, int64_t(BT) * M, p, key(kSiteGelu),
                     first_tm);
-    linear_forward(branch, fc2_in, bw.fc2_w, fuse_bias ? nullptr : bw.fc2_b, BT, M, D);
+    linear_forward(branch, fc2_in, bw.fc2_w, fuse_bias ? nullptr : bw.fc2_b, BT, M, D,
+                   products);
     dropout_forward(branch, at(a.fc2_mask, TD), branch, int64_t(BT) * D, p, key(kSiteFc2),
                     first_td);
     if (p_block > 0.0f)
@@ -230,7 +232,8 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
   acts.forward_batch = 0;  // until this forward is complete
 
   for_each_chunk(B, acts.attention_slots, [&](int b0, int n) {
-    forward_chunk(model, acts, images, b0, n, p, p_att, p_path, dropout_key, first_sample);
+    forward_chunk(model, acts, images, b0, n, p, p_att, p_path, dropout_key, first_sample,
+                  acts.products(training));
   });
   acts.forward_batch = B;
   acts.forward_was_training = training;

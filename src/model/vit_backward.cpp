@@ -54,24 +54,25 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
   float *datt_out = at(acts.datt_out, TD), *dqkv = at(acts.dqkv, 3 * TD);
 
   const float *path_att = at(a.path_scale_att, 1), *path_mlp = at(a.path_scale_mlp, 1);
+  const Precision products = acts.products(acts.forward_was_training);
 
   // x_next = x_mid + drop_path(drop(fc2(fc2_in))): d_out is d x_next.
   const float* dfc2_out = through_branch_drops(at(acts.dbranch, TD), d_out, at(a.fc2_mask, TD),
                                                p, path_mlp, p_block, n, TD);
-  linear_backward_input(dfc2_in, dfc2_out, bw.fc2_w, BT, M, D, false);
+  linear_backward_input(dfc2_in, dfc2_out, bw.fc2_w, BT, M, D, false, products);
   // fc2_in = drop(GELU(fc1))
   const float* dgelu = through_dropout(at(acts.dgelu, TM), dfc2_in, at(a.gelu_mask, TM), BTM, p);
   zero(dfc1, BTM);
   gelu_backward(dfc1, at(a.fc1, TM), dgelu, BTM);
   // fc1 = linear(LN2(x_mid)); the residual path carries d_out into x_mid.
-  linear_backward_input(dln2, dfc1, bw.fc1_w, BT, D, M, false);
+  linear_backward_input(dln2, dfc1, bw.fc1_w, BT, D, M, false, products);
   layernorm_backward_input(d_mid, dln2, at(a.resid_mid, TD), bw.norm2_w, at(a.ln2_mean, T),
                            at(a.ln2_rstd, T), BT, D, d_out);
 
   // x_mid = x + drop_path(drop(proj(att_out)))
   const float* dproj_out = through_branch_drops(at(acts.dbranch_att, TD), d_mid,
                                                 at(a.proj_mask, TD), p, path_att, p_block, n, TD);
-  linear_backward_input(datt_out, dproj_out, bw.proj_w, BT, D, D, false);
+  linear_backward_input(datt_out, dproj_out, bw.proj_w, BT, D, D, false, products);
   const float* qkv = at(a.qkv, 3 * TD);
   const uint8_t* att_mask = at(a.att_mask, HTT);
   if (a.att_grad)
@@ -85,7 +86,7 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
     attention_backward_pairs(dqkv, dscore, datt_out, qkv, at(a.att, HTT), att_mask, n, T, D, H,
                              score, p_att, acts.attention_scratch, acts.attention_slots);
   }
-  linear_backward_input(dln1, dqkv, bw.qkv_w, BT, D, 3 * D, false);
+  linear_backward_input(dln1, dqkv, bw.qkv_w, BT, D, 3 * D, false, products);
   layernorm_backward_input(d_in, dln1, at(a.x, TD), bw.norm1_w, at(a.ln1_mean, T),
                            at(a.ln1_rstd, T), BT, D, d_mid);
 }
@@ -102,6 +103,7 @@ static void block_param_grads(ViT& model, Activations& acts, int l, int B, float
   const bool in_scratch = branch_grad_in_scratch(p, p_block);
   const float* dfc2_out = in_scratch ? acts.dbranch : d_out;
   const float* dproj_out = in_scratch ? acts.dbranch_att : d_mid;
+  const Precision products = acts.products(acts.forward_was_training);
   struct Layer {
     float *dweight, *dbias;
     const float *dout, *inp;
@@ -125,7 +127,7 @@ static void block_param_grads(ViT& model, Activations& acts, int l, int B, float
       while (piece >= first_piece[i + 1]) ++i;
       const Layer& L = layers[i];
       linear_backward_params(L.dweight, L.dbias, L.dout, L.inp, BT, L.I, L.O, acts.ones,
-                             piece - first_piece[i]);
+                             piece - first_piece[i], products);
       return;
     }
     switch (piece - first_piece[kLayers]) {

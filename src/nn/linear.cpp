@@ -12,7 +12,7 @@
 namespace minivit {
 
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int R,
-                    int I, int O) {
+                    int I, int O, Precision precision) {
   float beta = 0.0f;
   if (bias) {
     // Seed every output row with the bias so the product can accumulate onto it.
@@ -24,7 +24,7 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
     });
     beta = 1.0f;
   }
-  gemm(false, true, R, O, I, 1.0f, inp, I, weight, I, beta, out, O);
+  gemm(false, true, R, O, I, 1.0f, inp, I, weight, I, beta, out, O, precision);
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
@@ -37,9 +37,10 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
 }
 
 void linear_backward_input(float* dinp, const float* dout, const float* weight, int R, int I,
-                           int O, bool add_into) {
+                           int O, bool add_into, Precision precision) {
   // dinp (+)= dout . W
-  gemm(false, false, R, I, O, 1.0f, dout, O, weight, I, add_into ? 1.0f : 0.0f, dinp, I);
+  gemm(false, false, R, I, O, 1.0f, dout, O, weight, I, add_into ? 1.0f : 0.0f, dinp, I,
+       precision);
 }
 
 // 64: the product kernels' panel width, so a piece's columns are whole panels.
@@ -52,16 +53,18 @@ int linear_param_pieces(int I, int O) {
 // dW += dout^T . inp; db += 1^T . dout, the column sums of dout as a product: BLAS reads dout
 // row by row, where a plain loop over columns would stride through memory.
 void linear_backward_params(float* dweight, float* dbias, const float* dout, const float* inp,
-                            int R, int I, int O, const float* ones, int piece) {
+                            int R, int I, int O, const float* ones, int piece,
+                            Precision precision) {
   const int begin = piece * kPieceWidth;
   if (O >= I) {  // rows [begin, end) of dW and db
     const int rows = std::min(O, begin + kPieceWidth) - begin;
     gemm(true, false, rows, I, R, 1.0f, dout + begin, O, inp, I, 1.0f,
-         dweight + int64_t(begin) * I, I);
+         dweight + int64_t(begin) * I, I, precision);
     if (dbias) gemm(true, false, 1, rows, R, 1.0f, ones, 1, dout + begin, O, 1.0f, dbias + begin, O);
   } else {  // columns [begin, end) of dW; db with the first piece
     const int cols = std::min(I, begin + kPieceWidth) - begin;
-    gemm(true, false, O, cols, R, 1.0f, dout, O, inp + begin, I, 1.0f, dweight + begin, I);
+    gemm(true, false, O, cols, R, 1.0f, dout, O, inp + begin, I, 1.0f, dweight + begin, I,
+         precision);
     if (dbias && piece == 0) gemm(true, false, 1, O, R, 1.0f, ones, 1, dout, O, 1.0f, dbias, O);
   }
 }

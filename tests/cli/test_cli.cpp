@@ -13,6 +13,7 @@
 
 #include "minivit/formats/checkpoint.h"
 #include "minivit/formats/safetensors.h"
+#include "minivit/kernels/gemm.h"
 #include "test_util.h"
 
 using namespace minivit_test;
@@ -167,6 +168,9 @@ TEST_CASE("resume names the first model key that differs and notes other changed
 }
 
 TEST_CASE("training on one thread, on two and on twelve ends with the same weights", "[cli][threads]") {
+  // In both precisions of the blocks' products: the bf16 kernels cut as the fp32 ones do.
+  const std::string precision = GENERATE("fp32", "bf16");
+  INFO("train.precision " << precision);
   TempDir tmp("threads");
   const std::string data = tmp.str("data");
   write_tiny_idx_dataset(data, 320, 32, 16, 4);
@@ -175,7 +179,7 @@ TEST_CASE("training on one thread, on two and on twelve ends with the same weigh
   // (64 images x 17 tokens x dim 32), where a cut by thread count would move the rounding.
   const std::string sizes = " --set model.dim=32 --set model.mlp_dim=64 --set train.batch_size=64"
                             " --set train.max_steps=8 --set optim.ema_decay=0.9"
-                            " --set model.drop_path=0.2";
+                            " --set model.drop_path=0.2 --set train.precision=" + precision;
   // Twelve threads, more than the batch's 8 chunks of images, take the chunks a thread each
   // with threads to spare (vit_passes.h), where two take several each.
   for (int threads : {1, 2, 12}) {
@@ -351,6 +355,15 @@ TEST_CASE("bench reports throughput and the kernels in use, and MINIVIT_GEMM pic
   CHECK(j.at("eval_img_per_s").get<double>() > 0);
   CHECK(j.at("sgemm_gflops").get<double>() > 0);
   const std::string automatic = j.at("gemm_kernels");
+  CHECK(j.at("precision") == "fp32");
+  // bf16 products where the kernels chosen here have them (gemm.h), fp32 with a note elsewhere.
+  {
+    const RunResult bf16 = run_minivit(args + " --set train.precision=bf16");
+    REQUIRE(bf16.exit_code == 0);
+    const bool available = minivit::bf16_products_available();
+    CHECK(nlohmann::json::parse(read_text(json)).at("precision") == (available ? "bf16" : "fp32"));
+    CHECK((bf16.err.find("note: train.precision") == std::string::npos) == available);
+  }
   // The step's phases are disjoint parts of the timed steps: shares that add up to at most 1.
   CHECK_THAT(r.out, Contains("step phases: forward "));
   const auto& phases = j.at("phase_time_shares");
@@ -369,6 +382,12 @@ TEST_CASE("bench reports throughput and the kernels in use, and MINIVIT_GEMM pic
   REQUIRE(r.exit_code == 0);
   CHECK(nlohmann::json::parse(read_text(json)).at("gemm_kernels").get<std::string>().rfind(
             "OpenBLAS ", 0) == 0);
+  // OpenBLAS has no bf16 products: asked for, they are said to run in fp32, and do.
+  r = run_minivit(args + " --set train.precision=bf16");
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("note: train.precision = \"bf16\": the products run on OpenBLAS") ||
+                        Contains("note: train.precision = \"bf16\": this build has no AVX512_BF16"));
+  CHECK(nlohmann::json::parse(read_text(json)).at("precision") == "fp32");
 
   // An unknown value is named on stderr and the automatic choice is made.
   setenv("MINIVIT_GEMM", "fastest", 1);

@@ -72,6 +72,7 @@ void require_same(const Config& a, const Config& b) {
   CHECK(a.train.out_dir == b.train.out_dir);
   CHECK(a.train.log_every == b.train.log_every);
   CHECK(a.train.eval_every == b.train.eval_every);
+  CHECK(a.train.precision == b.train.precision);
 }
 
 // A config with no default left and floats that have no short exact decimal form.
@@ -127,6 +128,7 @@ Config unusual_config() {
   c.train.out_dir = "runs/x y";
   c.train.log_every = 3;
   c.train.eval_every = 2;
+  c.train.precision = minivit::Precision::bf16;
   return c;
 }
 
@@ -416,7 +418,7 @@ TEST_CASE("config_to_toml reads back to the same config", "[config]") {
 
 TEST_CASE("config_to_flat and config_from_flat invert each other", "[config]") {
   auto flat = minivit::config_to_flat(Config{});
-  CHECK(flat.size() == 50);
+  CHECK(flat.size() == 51);
   auto has = [&](const std::string& key, const std::string& value) {
     for (const auto& [k, v] : flat)
       if (k == key) return v == value;
@@ -428,6 +430,7 @@ TEST_CASE("config_to_flat and config_from_flat invert each other", "[config]") {
   CHECK(has("data.mean", "[0.286]"));
   CHECK(has("data.class_names", "[]"));
   CHECK(has("data.shuffle", "true"));
+  CHECK(has("train.precision", "\"fp32\""));
 
   require_same(minivit::config_from_flat(flat, "ckpt"), Config{});
   Config original = unusual_config();

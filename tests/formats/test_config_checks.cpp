@@ -127,6 +127,12 @@ TEST_CASE("enumerations reject unknown choices", "[config]") {
         minivit::AttentionForm::cosine);
   REQUIRE_THROWS_WITH(parse_config("[model]\npool = \"max\"\n", "cfg.toml"),
                       "cfg.toml:2: key 'model.pool': expected one of \"cls\", \"mean\", got \"max\"");
+  REQUIRE_THROWS_WITH(parse_config("[train]\nprecision = \"fp16\"\n", "cfg.toml"),
+                      "cfg.toml:2: key 'train.precision': expected one of \"fp32\", \"bf16\", got "
+                      "\"fp16\"");
+  CHECK(parse_config("", "cfg.toml").train.precision == minivit::Precision::fp32);
+  CHECK(parse_config("", "cfg.toml", {"train.precision=bf16"}).train.precision ==
+        minivit::Precision::bf16);
 }
 
 TEST_CASE("validate_config checks configs built in code, without a line", "[config]") {

@@ -40,5 +40,6 @@ std::string_view config_name(LrSchedule schedule);
 std::string_view config_name(AttentionForm form);
 std::string_view config_name(PosEmbedKind pos_embed);
 std::string_view config_name(PoolKind pool);
+std::string_view config_name(Precision precision);
 
 }  // namespace minivit

@@ -105,6 +105,11 @@ struct Activations {
 
   StepProfile* profile = nullptr;  // timings are added here when set
 
+  // How training passes compute the transformer blocks' matrix products (train.precision,
+  // kernels/gemm.h); evaluation passes, and the patch embedding and head, stay fp32.
+  Precision block_products = Precision::fp32;
+  Precision products(bool training) const { return training ? block_products : Precision::fp32; }
+
   // Set by vit_forward, read by vit_backward: the batch and mode of the last forward.
   int forward_batch = 0;
   bool forward_was_training = false;

@@ -4,10 +4,13 @@
 // Backward adds into every gradient it is given; pass nullptr for dinp when the input
 // needs no gradient (the patch pixels). The bias gradient is the product ones^T . dout, so
 // backward reads `ones`, at least R floats of 1, when dbias is given.
+// `precision` is that of the products (gemm.h); the bias gradient's sums stay fp32.
+#include "minivit/core/config.h"  // Precision
+
 namespace minivit {
 
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int R,
-                    int I, int O);
+                    int I, int O, Precision precision = Precision::fp32);
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, int R, int I, int O,
@@ -23,9 +26,10 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // With add_into false it sets dinp instead, sparing the clearing pass a scratch gradient
 // would need (the same bits: the sum plus zero).
 void linear_backward_input(float* dinp, const float* dout, const float* weight, int R, int I,
-                           int O, bool add_into = true);
+                           int O, bool add_into = true, Precision precision = Precision::fp32);
 int linear_param_pieces(int I, int O);
 void linear_backward_params(float* dweight, float* dbias, const float* dout, const float* inp,
-                            int R, int I, int O, const float* ones, int piece);
+                            int R, int I, int O, const float* ones, int piece,
+                            Precision precision = Precision::fp32);
 
 }  // namespace minivit
