@@ -22,7 +22,9 @@ trap 'rm -rf "$tmp"' EXIT
 # a check's configuration is what makes the two sides comparable, so it is not open.
 # model.drop_path, model.dropout and model.attention_dropout, training draws rather than a
 # shape or form, go to `drop_path`, `dropout` and `attention_dropout` (0 unless given)
-# instead of `init_args`.
+# instead of `init_args`. The one train key taken, train.precision, the arithmetic of a
+# training step, goes to `precision` (fp32 unless given), which the checks pass on to
+# minivit themselves, after the config.
 model_sets() {
   # Both sides start from the same shape and form, the reference's defaults, named here (the
   # config file the checks start from may choose others); a check's own --set come after
@@ -35,15 +37,21 @@ model_sets() {
   drop_path=0
   dropout=0
   attention_dropout=0
+  precision=fp32
   while (($#)); do
-    if [[ $1 != --set || $# -lt 2 || $2 != model.?*=?* ]]; then
-      echo "error: expected --set model.KEY=VALUE, got '$*'" >&2
+    if [[ $1 != --set || $# -lt 2 || ( $2 != model.?*=?* && $2 != train.precision=?* ) ]]; then
+      echo "error: expected --set model.KEY=VALUE or --set train.precision=VALUE, got '$*'" >&2
       exit 2
     fi
     local key=${2%%=*} value=${2#*=}
-    key=${key#model.}
     value=${value#\"}
     value=${value%\"}
+    if [[ $key == train.precision ]]; then
+      precision=$value
+      shift 2
+      continue
+    fi
+    key=${key#model.}
     sets+=(--set "$2")
     if [[ $key == drop_path ]]; then
       drop_path=$value
@@ -67,7 +75,8 @@ reference_checkpoint() {
     --out "$tmp/run" --set data.path="$data" "${sets[@]}" \
     --set optim.name=sgd --set optim.lr=1e-30 --set optim.momentum=0 --set optim.weight_decay=0 \
     --set optim.schedule=constant --set optim.warmup_steps=0 --set optim.clip_grad_norm=0 \
-    --set train.max_steps=1 --set train.batch_size=8 > "$tmp/train.log" 2>&1 ||
+    --set train.max_steps=1 --set train.batch_size=8 --set train.precision=fp32 \
+    > "$tmp/train.log" 2>&1 ||
     { cat "$tmp/train.log" >&2; return 1; }
   echo "$tmp/run/last.safetensors"
 }

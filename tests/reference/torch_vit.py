@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from vit_files import load_batch, parse_floats, read_safetensors, write_safetensors
 from minivit_draws import drop_path_scales, dropout_masks
 from vit_model import (FORM_CHOICES, MODEL_KEYS, ViT, attention_maps, build_model,
-                       config_from_weights, model_metadata, random_weights, state_to_numpy)
+                       config_from_weights, model_metadata, random_weights, set_bf16_products,
+                       state_to_numpy)
 from vit_selftest import check_score_variance, selftest_forms, selftest_one
 
 
@@ -66,6 +67,7 @@ def cmd_step(args):
     # Dropout 0 in cfg: train mode is then deterministic, but for minivit's draws set below.
     model = build_model(tensors, cfg)
     model.train()
+    set_bf16_products(model, args.precision == "bf16")
     x, y = load_batch(args.data, args.batch_size, parse_floats(args.mean),
                       parse_floats(args.std), cfg["channels"])
     if args.drop_path > 0:
@@ -315,6 +317,8 @@ def main(argv=None):
                    help="model.attention_dropout: drop the attention weights minivit's step drops")
     p.add_argument("--seed", type=int, default=0, help="train.seed of that step")
     p.add_argument("--step", type=int, default=0, help="the step's index (0: the first)")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="train.precision: bf16 rounds the inputs of the blocks' products")
     add_threads(p)
     p.set_defaults(fn=cmd_step)
 

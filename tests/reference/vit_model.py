@@ -49,6 +49,51 @@ class Dropout(nn.Module):
         return F.dropout(x, self.p, self.training)
 
 
+def round_to_bf16(t):
+    """t's values rounded to the nearest bfloat16 (ties to even), in t's dtype."""
+    return t.to(torch.bfloat16).to(t.dtype)
+
+
+class Bf16Products(torch.autograd.Function):
+    """x @ weight^T + bias as minivit's train.precision = "bf16" computes it: each product's
+    two inputs rounded to bf16 and the sum in the working dtype; in backward the output
+    gradient is rounded too for dx = g @ W and dW = g^T @ x, while the bias gradient sums the
+    unrounded g."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        x_r, w_r = round_to_bf16(x), round_to_bf16(weight)
+        ctx.save_for_backward(x_r, w_r)
+        return x_r @ w_r.t() + bias
+
+    @staticmethod
+    def backward(ctx, grad):
+        x_r, w_r = ctx.saved_tensors
+        g_r = round_to_bf16(grad)
+        rows = g_r.reshape(-1, g_r.shape[-1])
+        return (g_r @ w_r, rows.t() @ x_r.reshape(-1, x_r.shape[-1]),
+                grad.reshape(-1, grad.shape[-1]).sum(0))
+
+
+class Linear(nn.Linear):
+    """nn.Linear, whose products take bf16-rounded inputs while bf16_products is set (the
+    transformer blocks' layers: set_bf16_products)."""
+    bf16_products = False
+
+    def forward(self, x):
+        if self.bf16_products:
+            return Bf16Products.apply(x, self.weight, self.bias)
+        return super().forward(x)
+
+
+def set_bf16_products(model, on):
+    """The blocks' qkv, proj, fc1 and fc2 products in bf16 (minivit's train.precision); the
+    patch embedding and the head stay in the working dtype, as in minivit."""
+    for block in model.blocks:
+        for layer in (block.attn.qkv, block.attn.proj, block.mlp.fc1, block.mlp.fc2):
+            layer.bf16_products = on
+
+
 class Attention(nn.Module):
     def __init__(self, dim, heads, attn_drop, proj_drop, form="scaled_dot"):
         super().__init__()
@@ -56,7 +101,7 @@ class Attention(nn.Module):
         self.head_dim = dim // heads
         self.scale = self.head_dim ** -0.5
         self.form = form
-        self.qkv = nn.Linear(dim, 3 * dim, bias=True)
+        self.qkv = Linear(dim, 3 * dim, bias=True)
         if form == "additive":
             self.additive_v = nn.Parameter(torch.zeros(heads, self.head_dim))
         elif form == "cosine":
@@ -65,7 +110,7 @@ class Attention(nn.Module):
         elif form not in ("scaled_dot", "dot"):
             raise ValueError("unknown attention form %r" % form)
         self.attn_drop = Dropout(attn_drop)
-        self.proj = nn.Linear(dim, dim)
+        self.proj = Linear(dim, dim)
         self.proj_drop = Dropout(proj_drop)
         self.keep_attention = False  # set by attention_maps(); off in training
         self.last_attention = None
@@ -102,10 +147,10 @@ class Attention(nn.Module):
 class Mlp(nn.Module):
     def __init__(self, dim, hidden, drop):
         super().__init__()
-        self.fc1 = nn.Linear(dim, hidden)
+        self.fc1 = Linear(dim, hidden)
         self.act = nn.GELU()  # approximate='none': the exact erf form, as in timm
         self.drop1 = Dropout(drop)
-        self.fc2 = nn.Linear(hidden, dim)
+        self.fc2 = Linear(hidden, dim)
         self.drop2 = Dropout(drop)
 
     def forward(self, x):
