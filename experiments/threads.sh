@@ -26,7 +26,8 @@ trap 'rm -rf "$tmp"' EXIT
 torch_ok=0
 "$python" -c "import torch" 2>/dev/null && torch_ok=1
 # The reference builds the model the config's [model] section describes. It has no drop path
-# (a training-time draw that changes no shape), so minivit's side runs without it too.
+# (a training-time draw that changes no shape) and computes in fp32, so minivit's side runs
+# without drop path and with fp32 products too.
 model_args=$("$python" - "$config" <<'PY'
 import sys
 try:
@@ -45,7 +46,7 @@ read -r -a model_args <<< "$model_args"
 for batch in $batches; do
   echo "batch $batch: minivit bench --threads-sweep" >&2
   "$minivit" bench --config "$config" --set train.batch_size="$batch" --set model.drop_path=0 \
-    --threads-sweep --latency-images 0 --json "$tmp/minivit.json" > "$tmp/minivit.log" 2>&1 ||
+    --set train.precision=fp32 --threads-sweep --latency-images 0 --json "$tmp/minivit.json" > "$tmp/minivit.log" 2>&1 ||
     { cat "$tmp/minivit.log" >&2; exit 1; }
   for threads in $("$python" -c 'import json, sys; print(" ".join(str(r["threads"]) for r in json.load(open(sys.argv[1]))["threads_sweep"]))' "$tmp/minivit.json"); do
     torch_json=null
