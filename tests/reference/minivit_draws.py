@@ -10,36 +10,30 @@ drops the same elements and images.
 import numpy as np
 import torch
 
-MASK64 = (1 << 64) - 1
 RNG_DROPOUT = 3  # kRngDropout
 # The sites of a block's draws (DropoutSite in src/model/vit.cpp): one stream each.
 SITE_ATTENTION, SITE_PROJ, SITE_GELU, SITE_FC2 = 0, 1, 2, 3
 DROP_PATH_SITES = (4, 5)  # the attention branch's and the MLP branch's draws in a block
 
 
-def mix64(x):
-    x = (x + 0x9E3779B97F4A7C15) & MASK64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
-    return x ^ (x >> 31)
+def _mix64(x):
+    """splitmix64's step over uint64 scalars or arrays (products wrap modulo 2^64, as C's
+    do)."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
 
 
 def rng_key(seed, purpose, a=0, b=0):
-    return mix64(mix64(mix64(seed ^ mix64(purpose)) ^ a) ^ b)
-
-
-def _mix64_array(x):
-    """mix64 over a uint64 array (its products wrap modulo 2^64, as C's do)."""
-    x = x + np.uint64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    u = np.uint64
+    return int(_mix64(_mix64(_mix64(u(seed) ^ _mix64(u(purpose))) ^ u(a)) ^ u(b)))
 
 
 def uniform_draws(key, n):
     """minivit's rng_uniform(key, i) for i < n: float32 in [0, 1) with 24 random bits."""
-    with np.errstate(over="ignore"):
-        r = _mix64_array(np.uint64(key) ^ _mix64_array(np.arange(n, dtype=np.uint64)))
+    r = _mix64(np.uint64(key) ^ _mix64(np.arange(n, dtype=np.uint64)))
     return (r >> np.uint64(40)).astype(np.float32) * np.float32(2.0 ** -24)
 
 
