@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -30,6 +31,16 @@ inline std::vector<float> random_vector(int64_t n, float scale, uint64_t seed) {
   std::vector<float> v(static_cast<size_t>(n));
   fill_random(v.data(), n, scale, seed);
   return v;
+}
+
+// x rounded to the nearest bfloat16, ties to even, by its bits (finite x): the test side of
+// the bf16 products (Precision::bf16).
+inline float round_to_bf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&x, &bits, 4);
+  return x;
 }
 
 inline double dot(const float* a, const float* b, int64_t n) {

@@ -7,8 +7,6 @@
 #include <omp.h>
 
 #include <cmath>
-#include <cstdint>
-#include <cstring>
 #include <limits>
 
 #include <xtensor-blas/xlinalg.hpp>
@@ -21,15 +19,6 @@
 
 using namespace minivit;
 
-// x rounded to the nearest bfloat16, ties to even, by its bits (finite x).
-static float round_to_bf16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
-  std::memcpy(&x, &bits, 4);
-  return x;
-}
-
 // op(X) (rows, cols) in double, from a row-major buffer with leading dimension ld; each
 // element rounded to bf16 first when `bf16`.
 static xt::xtensor<double, 2> op_matrix(const std::vector<float>& X, bool trans, int rows,
@@ -38,7 +27,7 @@ static xt::xtensor<double, 2> op_matrix(const std::vector<float>& X, bool trans,
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j) {
       const float x = trans ? X[size_t(j) * ld + i] : X[size_t(i) * ld + j];
-      m(i, j) = bf16 ? round_to_bf16(x) : x;
+      m(i, j) = bf16 ? minivit_test::round_to_bf16(x) : x;
     }
   return m;
 }

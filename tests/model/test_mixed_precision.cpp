@@ -6,8 +6,6 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "model_gradcheck.h"
@@ -50,16 +48,9 @@ struct Batch {
   }
 };
 
-// x rounded to the nearest bf16, ties to even (finite x); x itself where the kernels in use
-// have no bf16 products, which then run in fp32.
-float as_product_input(float x) {
-  if (!bf16_products_available()) return x;
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
-  std::memcpy(&x, &bits, 4);
-  return x;
-}
+// x as a bf16 product takes it: rounded to bf16, or itself where the kernels in use have no
+// bf16 products, which then run in fp32.
+float as_product_input(float x) { return bf16_products_available() ? round_to_bf16(x) : x; }
 
 std::vector<float> gradients(ViT& model, const Batch& batch, Precision precision) {
   Activations acts(model.config, batch.B, true);
