@@ -122,7 +122,8 @@ int main(int argc, char** argv) {
       "AVX-512, else on OpenBLAS; MINIVIT_GEMM=openblas in the environment forces OpenBLAS, to "
       "compare the two. Training steps compute the blocks' products as the config's "
       "train.precision says: \"bf16\" (the default config's) takes bf16-rounded inputs where "
-      "the CPU has AVX512_BF16, and --set train.precision=fp32 measures the fp32 step. "
+      "the CPU has AVX512_BF16, on AMX tiles where it has those (MINIVIT_GEMM=avx512 keeps "
+      "them on AVX512_BF16), and --set train.precision=fp32 measures the fp32 step. "
       "The sgemm line is the fp32 kernels' rate on the model's largest product. "
       "The latency line is what an embedded user waits for one prediction: one image at a "
       "time on one thread, forward only, after a warm-up, over a cycle of different images.");

@@ -14,21 +14,27 @@
 
 namespace minivit {
 
-// Read once from MINIVIT_GEMM (auto, openblas or avx512); set_gemm_kernels() changes it
-// between products. A value that cannot be followed is said once on stderr and the
+// Read once from MINIVIT_GEMM (auto, openblas, avx512 or amx); set_gemm_kernels() changes
+// it between products. A value that cannot be followed is said once on stderr and the
 // automatic choice made instead: a speed setting never stops a run.
 static GemmKernels& kernels_in_use() {
   static GemmKernels kernels = [] {
-    const GemmKernels automatic =
-        sgemm_avx512_available() ? GemmKernels::avx512 : GemmKernels::openblas;
+    const GemmKernels automatic = sgemm_amx_bf16_available() ? GemmKernels::amx
+                                  : sgemm_avx512_available() ? GemmKernels::avx512
+                                                             : GemmKernels::openblas;
     const char* env = std::getenv("MINIVIT_GEMM");
     if (!env || !*env || strcasecmp(env, "auto") == 0) return automatic;
     if (strcasecmp(env, "openblas") == 0) return GemmKernels::openblas;
-    const bool avx512 = strcasecmp(env, "avx512") == 0;
+    const bool avx512 = strcasecmp(env, "avx512") == 0, amx = strcasecmp(env, "amx") == 0;
     if (avx512 && sgemm_avx512_available()) return GemmKernels::avx512;
-    std::fprintf(stderr, "minivit: MINIVIT_GEMM=%s: %s; using %s\n", env,
-                 avx512 ? "this build has no AVX-512 kernels" : "expected auto, openblas or avx512",
-                 automatic == GemmKernels::avx512 ? "avx512" : "openblas");
+    if (amx && sgemm_amx_bf16_available()) return GemmKernels::amx;
+    const char* why = avx512 ? "this build has no AVX-512 kernels"
+                      : amx  ? "AMX tiles are not built in or not usable on this CPU"
+                             : "expected auto, openblas, avx512 or amx";
+    std::fprintf(stderr, "minivit: MINIVIT_GEMM=%s: %s; using %s\n", env, why,
+                 automatic == GemmKernels::amx      ? "amx"
+                 : automatic == GemmKernels::avx512 ? "avx512"
+                                                    : "openblas");
     return automatic;
   }();
   return kernels;
@@ -38,17 +44,20 @@ GemmKernels gemm_kernels() { return kernels_in_use(); }
 
 bool set_gemm_kernels(GemmKernels kernels) {
   if (kernels == GemmKernels::avx512 && !sgemm_avx512_available()) return false;
+  if (kernels == GemmKernels::amx && !sgemm_amx_bf16_available()) return false;
   kernels_in_use() = kernels;
   return true;
 }
 
 std::string gemm_kernels_name() {
   if (kernels_in_use() == GemmKernels::avx512) return "minivit AVX-512";
+  if (kernels_in_use() == GemmKernels::amx) return "minivit AVX-512 + AMX";
   return std::string("OpenBLAS ") + openblas_get_corename();
 }
 
 bool bf16_products_available() {
-  return kernels_in_use() == GemmKernels::avx512 && sgemm_avx512_bf16_available();
+  return kernels_in_use() == GemmKernels::amx ||
+         (kernels_in_use() == GemmKernels::avx512 && sgemm_avx512_bf16_available());
 }
 
 Precision effective_precision(Precision asked) {
@@ -68,9 +77,11 @@ std::string precision_note(Precision asked) {
 static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                          const float* A, int lda, const float* B, int ldb, float beta, float* C,
                          int ldc, Precision precision) {
+  if (precision == Precision::bf16 && kernels_in_use() == GemmKernels::amx)
+    return sgemm_amx_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (precision == Precision::bf16 && bf16_products_available())
     return sgemm_avx512_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  if (kernels_in_use() == GemmKernels::avx512)
+  if (kernels_in_use() != GemmKernels::openblas)
     return sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
@@ -98,7 +109,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
   // another, so the rounding still does not depend on how many threads run.
   const bool nested = omp_in_parallel();
   const int threads = nested ? 1 : std::min(omp_get_max_threads(), parts);
-  if (parts == 1 || (threads == 1 && kernels_in_use() == GemmKernels::avx512)) {
+  if (parts == 1 || (threads == 1 && kernels_in_use() != GemmKernels::openblas)) {
     serial_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, precision);
     return;
   }

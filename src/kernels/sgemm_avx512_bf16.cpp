@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "bf16_pairs.h"
 #include "sgemm_tile_store.h"
 
 namespace minivit {
@@ -27,61 +28,14 @@ namespace minivit {
 
 namespace {
 
+using namespace bf16_pairs;
+
 constexpr int kMr = 6;            // rows of a C tile: 24 of the 32 zmm registers summing
 constexpr int kVecs = 4;          // zmm registers across a row of the tile
 constexpr int kNr = 16 * kVecs;   // columns of a C tile
 constexpr int kKc = 256;          // reductions per packed block: a (kKc / 2, kNr) panel, 32 KB
 constexpr int kMc = 96;           // rows of op(A) per packed block, 48 KB
 constexpr int kPackPanels = 4;    // panels of op(B) packed at a time, 128 KB
-
-using Pair = uint32_t;  // two bf16: op(X)(., k) in the low half, op(X)(., k + 1) in the high
-
-// Pairs (x[j], y[j]) for 16 columns, x[j] in the low half: two rows of a row-major source,
-// rounded to bf16 (x then y in the 32 halves) and interleaved.
-inline __m512i pair_rows(__m512 x, __m512 y) {
-  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10,
-                                              25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3,
-                                              18, 2, 17, 1, 16, 0);
-  return _mm512_permutexvar_epi16(interleave, __m512i(_mm512_cvtne2ps_pbh(y, x)));
-}
-
-// dst[kp * ld_dst + j] = pair(src(2kp, j), src(2kp + 1, j)) for j < cols, kp < ceil(kc / 2),
-// where src(k, j) = src[k * ld_src + j], and zero in columns [cols, width).
-void pack_pairs_from_rows(const float* src, int64_t ld_src, int kc, int cols, int width,
-                          Pair* dst, int ld_dst) {
-  for (int kp = 0; kp < (kc + 1) / 2; ++kp) {
-    const float* even = src + int64_t(2 * kp) * ld_src;
-    const float* odd = even + ld_src;
-    const bool has_odd = 2 * kp + 1 < kc;
-    Pair* row = dst + int64_t(kp) * ld_dst;
-    for (int j = 0; j < width; j += 16) {
-      const __mmask16 in = __mmask16((1u << std::clamp(cols - j, 0, 16)) - 1);
-      const __m512 x = _mm512_maskz_loadu_ps(in, even + j);
-      const __m512 y = has_odd ? _mm512_maskz_loadu_ps(in, odd + j) : _mm512_setzero_ps();
-      _mm512_storeu_si512(row + j, pair_rows(x, y));
-    }
-  }
-}
-
-// dst[i * ld_dst + kp] = pair(src[i * ld_src + 2kp], src[i * ld_src + 2kp + 1]) for i < rows:
-// a source whose k runs along its rows already holds each pair side by side.
-void pack_pairs_along_rows(const float* src, int64_t ld_src, int rows, int kc, Pair* dst,
-                           int ld_dst) {
-  for (int i = 0; i < rows; ++i) {
-    const float* s = src + int64_t(i) * ld_src;
-    Pair* d = dst + int64_t(i) * ld_dst;
-    for (int k = 0; k < kc; k += 32) {
-      const int n = std::min(32, kc - k);
-      const __mmask16 lo = __mmask16((1u << std::min(n, 16)) - 1);
-      const __mmask16 hi = __mmask16((1u << std::clamp(n - 16, 0, 16)) - 1);
-      const __m512 x = _mm512_maskz_loadu_ps(lo, s + k);
-      const __m512 y = _mm512_maskz_loadu_ps(hi, s + k + 16);
-      // bf16 k..k+31 in order: 16 words, each an even k and the odd after it
-      const __m512i words = __m512i(_mm512_cvtne2ps_pbh(y, x));
-      _mm512_mask_storeu_epi32(d + k / 2, __mmask16((1u << ((n + 1) / 2)) - 1), words);
-    }
-  }
-}
 
 // Packs op(B)[k0:k0+kc, 0:N] into panels (ceil(N / kNr), ceil(kc / 2), kNr).
 void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int N, Pair* packed) {

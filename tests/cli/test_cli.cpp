@@ -14,6 +14,7 @@
 #include "minivit/formats/checkpoint.h"
 #include "minivit/formats/safetensors.h"
 #include "minivit/kernels/gemm.h"
+#include "minivit/kernels/sgemm_avx512.h"
 #include "test_util.h"
 
 using namespace minivit_test;
@@ -394,8 +395,25 @@ TEST_CASE("bench reports throughput and the kernels in use, and MINIVIT_GEMM pic
   r = run_minivit(args);
   unsetenv("MINIVIT_GEMM");
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Contains("MINIVIT_GEMM=fastest: expected auto, openblas or avx512"));
+  CHECK_THAT(r.err, Contains("MINIVIT_GEMM=fastest: expected auto, openblas, avx512 or amx"));
   CHECK(nlohmann::json::parse(read_text(json)).at("gemm_kernels") == automatic);
+
+  // AMX tiles where the CPU has them: chosen automatically, and MINIVIT_GEMM=avx512 leaves
+  // the bf16 products on AVX512_BF16; elsewhere MINIVIT_GEMM=amx is refused by name.
+  setenv("MINIVIT_GEMM", "amx", 1);
+  r = run_minivit(args);
+  setenv("MINIVIT_GEMM", "avx512", 1);
+  const RunResult avx512 = run_minivit(args);
+  unsetenv("MINIVIT_GEMM");
+  REQUIRE(r.exit_code == 0);
+  if (minivit::sgemm_amx_bf16_available()) {
+    CHECK(automatic == "minivit AVX-512 + AMX");
+    CHECK(r.err.find("MINIVIT_GEMM") == std::string::npos);
+    CHECK(nlohmann::json::parse(read_text(json)).at("gemm_kernels") == "minivit AVX-512");
+    CHECK(avx512.exit_code == 0);
+  } else {
+    CHECK_THAT(r.err, Contains("MINIVIT_GEMM=amx: AMX tiles are not built in or not usable"));
+  }
 }
 
 TEST_CASE("bench reports single-image latency, and --latency-images sets or skips it", "[cli]") {

@@ -1,7 +1,8 @@
 // The gemm wrapper against an independent product in double precision (xtensor-blas's
 // linalg::dot): every transpose combination, leading dimensions larger than the matrix,
 // beta = 0 and 1, and sizes large enough to be split across threads; for each set of
-// kernels built in (minivit's AVX-512 ones and OpenBLAS).
+// kernels built in (minivit's AVX-512 ones, with AMX tiles for bf16 products where the CPU
+// has them, and OpenBLAS).
 #include <catch2/catch.hpp>
 
 #include <omp.h>
@@ -15,6 +16,7 @@
 #include "gradcheck.h"
 #include "minivit/kernels/gemm.h"
 #include "minivit/kernels/runtime.h"
+#include "minivit/kernels/sgemm_avx512.h"
 #include "minivit/kernels/threads.h"
 
 using namespace minivit;
@@ -70,7 +72,7 @@ static void check_gemm(bool ta, bool tb, int M, int N, int K, float beta, int pa
 template <typename Body>
 static void for_each_gemm_kernels(Body body) {
   const GemmKernels in_use = gemm_kernels();
-  for (GemmKernels kernels : {GemmKernels::openblas, GemmKernels::avx512})
+  for (GemmKernels kernels : {GemmKernels::openblas, GemmKernels::avx512, GemmKernels::amx})
     if (set_gemm_kernels(kernels)) body();
   set_gemm_kernels(in_use);
 }
@@ -109,14 +111,15 @@ TEST_CASE("gemm handles every edge of the AVX-512 kernels' tiles", "[gemm]") {
 }
 
 TEST_CASE("bf16 products match the product of bf16-rounded inputs at every edge", "[gemm]") {
-  // Reductions around the bf16 kernels' 256-long block and odd ones (a pair with a zero
-  // partner), rows around the 6-row tile and the 96-row block, columns around the vectors.
+  // Reductions around the bf16 kernels' 256-long block, the AMX tiles' 32 and odd ones (a
+  // pair with a zero partner), rows around the 6-row tile, the 16-row AMX tile, the 32-row
+  // AMX block and the 96-row block, columns around the vectors and the AMX tiles.
   for_each_gemm_kernels([] {
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
-        for (int M : {1, 6, 7, 97})
-          for (int N : {1, 17, 64, 65})
-            for (int K : {1, 2, 3, 255, 256, 257}) check_gemm(ta, tb, M, N, K, 0.0f, 1, 0.5f, Precision::bf16);
+        for (int M : {1, 6, 7, 17, 33, 97})
+          for (int N : {1, 17, 33, 64, 65})
+            for (int K : {1, 2, 3, 31, 33, 255, 256, 257}) check_gemm(ta, tb, M, N, K, 0.0f, 1, 0.5f, Precision::bf16);
         check_gemm(ta, tb, 100, 300, 515, 0.5f, 1, 2.0f, Precision::bf16);
         check_gemm(ta, tb, 1300, 96, 64, 1.0f, 0, 1.0f, Precision::bf16);  // split by rows
         check_gemm(ta, tb, 64, 1300, 96, 0.0f, 2, 1.0f, Precision::bf16);  // split by columns
@@ -155,7 +158,7 @@ TEST_CASE("gemm with an empty reduction scales C by beta", "[gemm]") {
   });
 }
 
-TEST_CASE("gemm kernels can be switched, and AVX-512 only where built in", "[gemm]") {
+TEST_CASE("gemm kernels can be switched, and AVX-512 and AMX only where built in", "[gemm]") {
   const GemmKernels in_use = gemm_kernels();
   REQUIRE(set_gemm_kernels(GemmKernels::openblas));
   CHECK(gemm_kernels_name().rfind("OpenBLAS ", 0) == 0);
@@ -164,6 +167,15 @@ TEST_CASE("gemm kernels can be switched, and AVX-512 only where built in", "[gem
     CHECK(blas_kernel_advice().empty());  // OpenBLAS computes nothing then
   } else {
     CHECK(gemm_kernels() == GemmKernels::openblas);  // refused, nothing changed
+  }
+  const GemmKernels before = gemm_kernels();
+  if (set_gemm_kernels(GemmKernels::amx)) {
+    CHECK(gemm_kernels_name() == "minivit AVX-512 + AMX");
+    CHECK(bf16_products_available());
+    CHECK(blas_kernel_advice().empty());
+  } else {
+    CHECK_FALSE(sgemm_amx_bf16_available());
+    CHECK(gemm_kernels() == before);  // refused, nothing changed
   }
   set_gemm_kernels(in_use);
 }

@@ -7,8 +7,9 @@
 //
 // Kernels: on a CPU with AVX-512, in a build for it (as the default -march=native is),
 // minivit's own kernels (sgemm_avx512.h), made for these tall and thin shapes, compute
-// every product; elsewhere OpenBLAS does. MINIVIT_GEMM=openblas in the environment keeps
-// to OpenBLAS, to compare the two.
+// every product; elsewhere OpenBLAS does. On a CPU with AMX tiles the bf16 products run on
+// them (sgemm_amx_bf16). MINIVIT_GEMM=openblas in the environment keeps to OpenBLAS, and
+// MINIVIT_GEMM=avx512 leaves the AMX tiles unused, to compare them.
 //
 // Threading: minivit runs one pool of OpenMP threads (threads.h). BLAS itself is kept
 // single-threaded and gemm() splits large products across the pool by rows (or columns) of
@@ -17,7 +18,7 @@
 //
 // Precision: Precision::bf16 asks for op(A) and op(B) rounded to bfloat16 and their
 // products summed in fp32 (mixed precision, as torch.autocast's bf16 matmuls), which
-// AVX512_BF16 computes at twice the fp32 rate. Where the kernels in use cannot
+// AVX512_BF16 computes at twice the fp32 rate, and AMX several times faster still. Where the kernels in use cannot
 // (bf16_products_available() false) the product is computed in fp32 instead.
 #include <string>
 
@@ -36,11 +37,14 @@ Precision effective_precision(Precision asked);
 // A line for the user when bf16 was asked for and cannot be had here, else "".
 std::string precision_note(Precision asked);
 
-enum class GemmKernels { avx512, openblas };
+// avx512: minivit's kernels, bf16 products on AVX512_BF16 where built in; amx: the same with
+// the bf16 products on AMX tiles; openblas: OpenBLAS, fp32 only.
+enum class GemmKernels { avx512, amx, openblas };
 GemmKernels gemm_kernels();
-// Returns false, and changes nothing, when asked for AVX-512 kernels that are not built in.
+// Returns false, and changes nothing, when asked for kernels that are not built in or usable.
 bool set_gemm_kernels(GemmKernels kernels);
-// "minivit AVX-512" or "OpenBLAS <its kernel family>", for logs and the benchmark.
+// "minivit AVX-512", "minivit AVX-512 + AMX" or "OpenBLAS <its kernel family>", for logs and
+// the benchmark.
 std::string gemm_kernels_name();
 
 }  // namespace minivit

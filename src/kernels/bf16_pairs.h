@@ -1,0 +1,61 @@
+#pragma once
+// Packing for the bf16 product kernels (AVX512_BF16's VDPBF16PS and AMX's TDPBF16PS), which
+// both take bf16 in pairs along k, a pair in one 32-bit word (k even in the low half).
+// Needs AVX512_BF16 in the build: the files that include it test for it first.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace minivit::bf16_pairs {
+
+using Pair = uint32_t;  // two bf16: op(X)(., k) in the low half, op(X)(., k + 1) in the high
+
+// Pairs (x[j], y[j]) for 16 columns, x[j] in the low half: two rows of a row-major source,
+// rounded to bf16 (x then y in the 32 halves) and interleaved.
+inline __m512i pair_rows(__m512 x, __m512 y) {
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10,
+                                              25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3,
+                                              18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(interleave, __m512i(_mm512_cvtne2ps_pbh(y, x)));
+}
+
+// dst[kp * ld_dst + j] = pair(src(2kp, j), src(2kp + 1, j)) for j < cols, kp < ceil(kc / 2),
+// where src(k, j) = src[k * ld_src + j], and zero in columns [cols, width).
+inline void pack_pairs_from_rows(const float* src, int64_t ld_src, int kc, int cols, int width,
+                          Pair* dst, int ld_dst) {
+  for (int kp = 0; kp < (kc + 1) / 2; ++kp) {
+    const float* even = src + int64_t(2 * kp) * ld_src;
+    const float* odd = even + ld_src;
+    const bool has_odd = 2 * kp + 1 < kc;
+    Pair* row = dst + int64_t(kp) * ld_dst;
+    for (int j = 0; j < width; j += 16) {
+      const __mmask16 in = __mmask16((1u << std::clamp(cols - j, 0, 16)) - 1);
+      const __m512 x = _mm512_maskz_loadu_ps(in, even + j);
+      const __m512 y = has_odd ? _mm512_maskz_loadu_ps(in, odd + j) : _mm512_setzero_ps();
+      _mm512_storeu_si512(row + j, pair_rows(x, y));
+    }
+  }
+}
+
+// dst[i * ld_dst + kp] = pair(src[i * ld_src + 2kp], src[i * ld_src + 2kp + 1]) for i < rows:
+// a source whose k runs along its rows already holds each pair side by side.
+inline void pack_pairs_along_rows(const float* src, int64_t ld_src, int rows, int kc, Pair* dst,
+                           int ld_dst) {
+  for (int i = 0; i < rows; ++i) {
+    const float* s = src + int64_t(i) * ld_src;
+    Pair* d = dst + int64_t(i) * ld_dst;
+    for (int k = 0; k < kc; k += 32) {
+      const int n = std::min(32, kc - k);
+      const __mmask16 lo = __mmask16((1u << std::min(n, 16)) - 1);
+      const __mmask16 hi = __mmask16((1u << std::clamp(n - 16, 0, 16)) - 1);
+      const __m512 x = _mm512_maskz_loadu_ps(lo, s + k);
+      const __m512 y = _mm512_maskz_loadu_ps(hi, s + k + 16);
+      // bf16 k..k+31 in order: 16 words, each an even k and the odd after it
+      const __m512i words = __m512i(_mm512_cvtne2ps_pbh(y, x));
+      _mm512_mask_storeu_epi32(d + k / 2, __mmask16((1u << ((n + 1) / 2)) - 1), words);
+    }
+  }
+}
+
+}  // namespace minivit::bf16_pairs

@@ -1,0 +1,307 @@
+#include "minivit/kernels/sgemm_avx512.h"
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "bf16_pairs.h"
+
+// GCC 12's unpack intrinsics merge into a deliberately undefined vector, which its
+// -Wmaybe-uninitialized reports as a read of an uninitialised variable at every inlined use.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace minivit {
+
+// The bf16 products of sgemm_avx512_bf16.cpp on AMX tiles: one TDPBF16PS multiplies a
+// (16, 32) bf16 tile of op(A) by a (32, 16) one of op(B) into a (16, 16) fp32 tile of C,
+// 8192 multiply-adds, where VDPBF16PS does 512. On these thin products the arithmetic then
+// costs less than rounding the inputs to bf16 and storing C, which is what the blocking
+// below saves: every element of op(A) is rounded once per block of k, and C is read and
+// written once per block of k.
+//
+// Operands, as pairs along k (bf16_pairs.h), zero beyond the matrix in k and in columns:
+//   op(B): panels (ceil(N / kNr), kKc / 2, kNr): a B tile is 16 pair rows of 16 columns;
+//   op(A): a block of kMc rows, (kMc, kKc / 2): an A tile is 16 rows of 16 pairs.
+// A C block is 2 x 2 tiles, (32, 32), summed in the tile registers over a block of k.
+// Each element of C sums its pairs in k order whatever the cut of the shape, so a split
+// across threads rounds as the whole product does.
+
+namespace {
+
+using namespace bf16_pairs;
+
+constexpr int kTile = 16;            // rows of every tile, and fp32 columns of a C tile
+constexpr int kTilePairs = 16;       // pairs along k in one A tile row (one B tile's rows)
+constexpr int kBlock = 2 * kTile;    // rows and columns of a C block
+constexpr int kNr = 2 * kBlock;      // columns of a packed panel of op(B)
+constexpr int kKc = 256;             // reductions per packed block: a panel is 32 KB
+constexpr int kKp = kKc / 2;         // pairs per packed block
+constexpr int kMc = 3 * kBlock;      // rows of op(A) per packed block, 48 KB
+constexpr int kPackPanels = 4;       // panels of op(B) packed at a time, 128 KB
+
+// Tile registers: 0-3 the C block (row-major 2 x 2), 4-5 its two A tiles, 6-7 its two B tiles.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+};
+
+void load_tile_config() {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.rows[t] = kTile;
+    config.bytes_per_row[t] = 64;  // 16 fp32 of C, 16 pairs of A or 16 pair columns of B
+  }
+  _tile_loadconfig(&config);
+}
+
+// Transposes a 16 x 16 matrix of 32-bit words held one row a register.
+inline void transpose_words(__m512i (&r)[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 8; ++i) {  // within 128-bit lanes: (r0[0] r1[0] r0[1] r1[1]), ...
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 4; ++g) {  // r[4g + c], lane L: column 4L + c of rows 4g .. 4g + 3
+    r[4 * g] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    r[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    r[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    r[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {  // a 4 x 4 transpose of 128-bit lanes for each c
+    const __m512i u0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88);
+    const __m512i u1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xdd);
+    const __m512i u2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);
+    const __m512i u3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xdd);
+    t[c] = _mm512_shuffle_i32x4(u0, u2, 0x88);
+    t[8 + c] = _mm512_shuffle_i32x4(u0, u2, 0xdd);
+    t[4 + c] = _mm512_shuffle_i32x4(u1, u3, 0x88);
+    t[12 + c] = _mm512_shuffle_i32x4(u1, u3, 0xdd);
+  }
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// dst[j * ld_dst + kp] = pair(src(2kp, j), src(2kp + 1, j)) for j < cols, kp < kp_pad (zero
+// from ceil(kc / 2)), where src(k, j) = src[k * ld_src + j]: an op(A) = A^T block, whose
+// rows of A run along k. Sixteen pairs of rows of A at a time, transposed in registers.
+void pack_pairs_from_rows_transposed(const float* src, int64_t ld_src, int kc, int kp_pad,
+                                     int cols, Pair* dst, int ld_dst) {
+  for (int j = 0; j < cols; j += 16) {
+    const int n = std::min(cols - j, 16);
+    const __mmask16 in = __mmask16((1u << n) - 1);
+    for (int kp0 = 0; kp0 < kp_pad; kp0 += 16) {
+      __m512i words[16];
+      for (int t = 0; t < 16; ++t) {
+        const int k = 2 * (kp0 + t);
+        const float* even = src + int64_t(k) * ld_src + j;
+        const __m512 x = k < kc ? _mm512_maskz_loadu_ps(in, even) : _mm512_setzero_ps();
+        const __m512 y = k + 1 < kc ? _mm512_maskz_loadu_ps(in, even + ld_src) : _mm512_setzero_ps();
+        words[t] = pair_rows(x, y);
+      }
+      transpose_words(words);
+      for (int r = 0; r < n; ++r) _mm512_storeu_si512(dst + int64_t(j + r) * ld_dst + kp0, words[r]);
+    }
+  }
+}
+
+// dst[kp * ld_dst + i] = pair(src[i * ld_src + 2kp], src[i * ld_src + 2kp + 1]) for i < rows,
+// kp < ceil(kc / 2): an op(B) = B^T block, whose rows of B run along k. B is a weight
+// matrix, small beside the activations, so its words go one by one.
+void pack_pairs_along_rows_transposed(const float* src, int64_t ld_src, int rows, int kc,
+                                      Pair* dst, int ld_dst) {
+  alignas(64) Pair row[kKc / 2];
+  for (int i = 0; i < rows; ++i) {
+    pack_pairs_along_rows(src + int64_t(i) * ld_src, ld_src, 1, kc, row, 0);
+    for (int kp = 0; kp < (kc + 1) / 2; ++kp) dst[int64_t(kp) * ld_dst + i] = row[kp];
+  }
+}
+
+// Packs op(B)[k0:k0+kc, j0:j0+width) (width <= kPackPanels * kNr) into panels of kp_pad pair
+// rows, zero beyond column N and beyond kc.
+void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int kp_pad, int N, Pair* packed) {
+  const int panels = (N + kNr - 1) / kNr, kp_count = (kc + 1) / 2;
+  for (int p = 0; p < panels; ++p) {
+    const int j0 = p * kNr, cols = std::min(kNr, N - j0);
+    Pair* dst = packed + int64_t(p) * kp_pad * kNr;
+    if (!trans_b) {
+      pack_pairs_from_rows(B + int64_t(k0) * ldb + j0, ldb, kc, cols, kNr, dst, kNr);
+    } else {
+      if (cols < kNr) std::memset(dst, 0, sizeof(Pair) * kp_count * kNr);
+      pack_pairs_along_rows_transposed(B + int64_t(j0) * ldb + k0, ldb, cols, kc, dst, kNr);
+    }
+    std::memset(dst + int64_t(kp_count) * kNr, 0, sizeof(Pair) * (kp_pad - kp_count) * kNr);
+  }
+}
+
+// Packs op(A)[i0:i0+rows, k0:k0+kc] as (rows, kp_pad) pairs with row stride kKp, zero beyond
+// kc, and zero rows up to the next C block so that its tiles read no stale pairs.
+void pack_a(bool trans_a, const float* A, int lda, int i0, int rows, int k0, int kc, int kp_pad,
+            Pair* packed) {
+  const int kp_count = (kc + 1) / 2;
+  if (trans_a) {
+    pack_pairs_from_rows_transposed(A + int64_t(k0) * lda + i0, lda, kc, kp_pad, rows, packed, kKp);
+  } else {
+    pack_pairs_along_rows(A + int64_t(i0) * lda + k0, lda, rows, kc, packed, kKp);
+    for (int i = 0; i < rows; ++i)
+      std::memset(packed + int64_t(i) * kKp + kp_count, 0, sizeof(Pair) * (kp_pad - kp_count));
+  }
+  const int padded_rows = std::min(kMc, (rows + kBlock - 1) / kBlock * kBlock);
+  std::memset(packed + int64_t(rows) * kKp, 0, sizeof(Pair) * (padded_rows - rows) * kKp);
+}
+
+// C[0:rows, 0:cols] = alpha * a . b + beta * C for one C block (rows, cols <= 32) over kp_pad
+// pairs; a: 32 rows of pairs with stride kKp, b: a panel's 32 columns with stride kNr.
+// beta == 0 never reads C. With alpha = 1 and beta = 1 (a backward pass adding into a
+// gradient, or a later block of k) the tiles start from C and add the pairs to it; a whole
+// block with alpha = 1 and beta 0 or 1 loads and stores C's tiles in place, and any other
+// goes through a buffer that rounds the same.
+void block(const Pair* a, const Pair* b, int kp_pad, float* C, int ldc, int rows, int cols,
+           float alpha, float beta) {
+  const bool add_to_c = alpha == 1.0f && beta == 1.0f;
+  const bool in_place = rows == kBlock && cols == kBlock && alpha == 1.0f && (beta == 0.0f || add_to_c);
+  const int64_t ldc_bytes = int64_t(ldc) * sizeof(float);
+  alignas(64) float sums[kBlock][kBlock];  // (32, 32) fp32, for blocks not in place
+  const __mmask16 mask[2] = {__mmask16((1u << std::min(cols, 16)) - 1),
+                             __mmask16((1u << std::clamp(cols - 16, 0, 16)) - 1)};
+  if (in_place && add_to_c) {
+    _tile_loadd(0, C, ldc_bytes);
+    _tile_loadd(1, C + kTile, ldc_bytes);
+    _tile_loadd(2, C + kTile * ldc, ldc_bytes);
+    _tile_loadd(3, C + kTile * ldc + kTile, ldc_bytes);
+  } else if (add_to_c) {
+    for (int r = 0; r < kBlock; ++r)
+      for (int v = 0; v < 2; ++v)
+        _mm512_store_ps(&sums[r][16 * v], r < rows ? _mm512_maskz_loadu_ps(mask[v], C + int64_t(r) * ldc + 16 * v)
+                                                   : _mm512_setzero_ps());
+    _tile_loadd(0, &sums[0][0], sizeof(sums[0]));
+    _tile_loadd(1, &sums[0][kTile], sizeof(sums[0]));
+    _tile_loadd(2, &sums[kTile][0], sizeof(sums[0]));
+    _tile_loadd(3, &sums[kTile][kTile], sizeof(sums[0]));
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int kp = 0; kp < kp_pad; kp += kTilePairs) {
+    _tile_loadd(4, a + kp, kKp * sizeof(Pair));
+    _tile_loadd(5, a + kTile * kKp + kp, kKp * sizeof(Pair));
+    _tile_loadd(6, b + int64_t(kp) * kNr, kNr * sizeof(Pair));
+    _tile_loadd(7, b + int64_t(kp) * kNr + kTile, kNr * sizeof(Pair));
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  if (in_place) {
+    _tile_stored(0, C, ldc_bytes);
+    _tile_stored(1, C + kTile, ldc_bytes);
+    _tile_stored(2, C + kTile * ldc, ldc_bytes);
+    _tile_stored(3, C + kTile * ldc + kTile, ldc_bytes);
+    return;
+  }
+  _tile_stored(0, &sums[0][0], sizeof(sums[0]));
+  _tile_stored(1, &sums[0][kTile], sizeof(sums[0]));
+  _tile_stored(2, &sums[kTile][0], sizeof(sums[0]));
+  _tile_stored(3, &sums[kTile][kTile], sizeof(sums[0]));
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  for (int r = 0; r < rows; ++r) {
+    float* c = C + int64_t(r) * ldc;
+    for (int v = 0; v < 2; ++v) {
+      if (!mask[v]) continue;
+      __m512 out = _mm512_load_ps(&sums[r][16 * v]);
+      if (!add_to_c) {
+        out = _mm512_mul_ps(va, out);
+        if (beta != 0.0f) out = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], c + 16 * v), out);
+      }
+      _mm512_mask_storeu_ps(c + 16 * v, mask[v], out);
+    }
+  }
+}
+
+void sgemm_blocked(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                   int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  alignas(64) Pair packed_b[kPackPanels * kKp * kNr];
+  alignas(64) Pair packed_a[kMc * kKp];
+  const int panels = (N + kNr - 1) / kNr;
+  for (int k0 = 0; k0 < K; k0 += kKc) {
+    const int kc = std::min(kKc, K - k0);
+    const int kp_pad = ((kc + 1) / 2 + kTilePairs - 1) / kTilePairs * kTilePairs;
+    const float block_beta = k0 == 0 ? beta : 1.0f;  // later blocks add to the first's sum
+    for (int p0 = 0; p0 < panels; p0 += kPackPanels) {
+      const int p1 = std::min(panels, p0 + kPackPanels), j_first = p0 * kNr;
+      const float* b_first = trans_b ? B + int64_t(j_first) * ldb : B + j_first;
+      pack_b(trans_b, b_first, ldb, k0, kc, kp_pad, std::min(N, p1 * kNr) - j_first, packed_b);
+      for (int i0 = 0; i0 < M; i0 += kMc) {
+        const int rows = std::min(kMc, M - i0);
+        pack_a(trans_a, A, lda, i0, rows, k0, kc, kp_pad, packed_a);
+        for (int p = p0; p < p1; ++p) {
+          const Pair* panel = packed_b + int64_t(p - p0) * kp_pad * kNr;
+          for (int jb = 0; jb < kNr && p * kNr + jb < N; jb += kBlock) {
+            const int j = p * kNr + jb, cols = std::min(kBlock, N - j);
+            for (int i = 0; i < rows; i += kBlock)
+              block(packed_a + int64_t(i) * kKp, panel + jb, kp_pad, C + int64_t(i0 + i) * ldc + j,
+                    ldc, std::min(kBlock, rows - i), cols, alpha, block_beta);
+          }
+        }
+      }
+    }
+  }
+}
+
+// AMX needs the CPU's tiles and the kernel's leave to use their state (Linux 5.16 and later
+// grant it per process on request).
+bool amx_usable() {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  const bool tile = edx & (1u << 24), bf16 = edx & (1u << 22);
+  constexpr long kRequestPermission = 0x1023;  // ARCH_REQ_XCOMP_PERM
+  constexpr long kTileData = 18;               // XFEATURE_XTILEDATA
+  return tile && bf16 && syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+}
+
+}  // namespace
+
+bool sgemm_amx_bf16_available() {
+  static const bool usable = amx_usable();
+  return usable;
+}
+
+void sgemm_amx_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                    int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  if (K <= 0) return sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  // The tile configuration belongs to the thread, and releasing it after the product keeps
+  // the threads' saved state small between products.
+  load_tile_config();
+  sgemm_blocked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  _tile_release();
+}
+
+}  // namespace minivit
+
+#else  // no AMX in this build: the bf16 products run on AVX512_BF16 where it is built in
+
+#include <cstdlib>
+
+namespace minivit {
+
+bool sgemm_amx_bf16_available() { return false; }
+
+void sgemm_amx_bf16(bool, bool, int, int, int, float, const float*, int, const float*, int, float,
+                    float*, int) {
+  std::abort();
+}
+
+}  // namespace minivit
+
+#endif
