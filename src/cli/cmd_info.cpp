@@ -20,9 +20,12 @@ static std::string model_form(const ModelConfig& m) {
   const char* positions = m.pos_embed == PosEmbedKind::sincos2d ? " (fixed, not trained)" : "";
   const char* head = m.has_cls_token() ? "the head reads the CLS token"
                                        : "the head reads the mean of the tokens";
-  return strprintf("model: ViT, %dx%d patches of %dx%d pixels, dim %d, depth %d, heads %d, "
+  const char* shifted = m.patch_embed == PatchEmbedKind::shifted
+                            ? " with their 4 diagonal shifts by half a patch"
+                            : "";
+  return strprintf("model: ViT, %dx%d patches of %dx%d pixels%s, dim %d, depth %d, heads %d, "
                    "mlp_dim %d; attention %s, pos_embed %s%s, pool %s (%s; %s)",
-                   m.grid(), m.grid(), m.patch_size, m.patch_size, m.dim, m.depth, m.heads,
+                   m.grid(), m.grid(), m.patch_size, m.patch_size, shifted, m.dim, m.depth, m.heads,
                    m.mlp_dim, std::string(config_name(m.attention)).c_str(),
                    std::string(config_name(m.pos_embed)).c_str(), positions,
                    std::string(config_name(m.pool)).c_str(), tokens.c_str(), head);

@@ -223,7 +223,8 @@ TrainingProgress load_resume_state(const std::string& path, ViT& model, Optimize
   const std::pair<const char*, std::pair<std::string_view, std::string_view>> forms[] = {
       {"model.attention", {config_name(a.attention), config_name(b.attention)}},
       {"model.pos_embed", {config_name(a.pos_embed), config_name(b.pos_embed)}},
-      {"model.pool", {config_name(a.pool), config_name(b.pool)}}};
+      {"model.pool", {config_name(a.pool), config_name(b.pool)}},
+      {"model.patch_embed", {config_name(a.patch_embed), config_name(b.patch_embed)}}};
   for (const auto& [key, words] : forms)
     if (words.first != words.second)
       throw Error(path + ": the resume state was written for " + key + " = \"" +

@@ -56,6 +56,12 @@ class ConfigChecker {
                             " is not divisible by 4, as model.pos_embed = \"sincos2d\" needs",
            "model.pos_embed", "\"sincos2d\" needs model.dim divisible by 4, but model.dim = " +
                                   std::to_string(m.dim));
+    // A shift of half a patch is no shift at all for 1-pixel patches.
+    either(m.patch_embed != PatchEmbedKind::shifted || m.patch_size >= 2,
+           "model.patch_size", "1 leaves nothing to shift by, as model.patch_embed = \"shifted\" "
+                               "needs patches of 2 pixels or more",
+           "model.patch_embed", "\"shifted\" needs model.patch_size >= 2, but model.patch_size = " +
+                                    std::to_string(m.patch_size));
     unit_interval("model.dropout", m.dropout);
     unit_interval("model.attention_dropout", m.attention_dropout);
     unit_interval("model.drop_path", m.drop_path);

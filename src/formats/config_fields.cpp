@@ -21,6 +21,7 @@ constexpr std::string_view kLrSchedules[] = {"cosine", "constant"};
 constexpr std::string_view kAttentionForms[] = {"scaled_dot", "dot", "additive", "cosine"};
 constexpr std::string_view kPosEmbeds[] = {"learned", "sincos2d", "none"};
 constexpr std::string_view kPools[] = {"cls", "mean"};
+constexpr std::string_view kPatchEmbeds[] = {"linear", "shifted"};
 constexpr std::string_view kPrecisions[] = {"fp32", "bf16"};
 
 }  // namespace
@@ -32,6 +33,7 @@ std::span<const std::string_view> choice_words(LrSchedule) { return kLrSchedules
 std::span<const std::string_view> choice_words(AttentionForm) { return kAttentionForms; }
 std::span<const std::string_view> choice_words(PosEmbedKind) { return kPosEmbeds; }
 std::span<const std::string_view> choice_words(PoolKind) { return kPools; }
+std::span<const std::string_view> choice_words(PatchEmbedKind) { return kPatchEmbeds; }
 std::span<const std::string_view> choice_words(Precision) { return kPrecisions; }
 
 std::vector<Field> fields_of(Config& c) {
@@ -50,6 +52,7 @@ std::vector<Field> fields_of(Config& c) {
       {"model", "attention", &c.model.attention},
       {"model", "pos_embed", &c.model.pos_embed},
       {"model", "pool", &c.model.pool},
+      {"model", "patch_embed", &c.model.patch_embed},
       {"data", "format", &c.data.format},
       {"data", "path", &c.data.path},
       {"data", "mean", &c.data.mean},
@@ -148,6 +151,7 @@ std::string_view config_name(LrSchedule schedule) { return word_of(schedule); }
 std::string_view config_name(AttentionForm form) { return word_of(form); }
 std::string_view config_name(PosEmbedKind pos_embed) { return word_of(pos_embed); }
 std::string_view config_name(PoolKind pool) { return word_of(pool); }
+std::string_view config_name(PatchEmbedKind patch_embed) { return word_of(patch_embed); }
 std::string_view config_name(Precision precision) { return word_of(precision); }
 
 }  // namespace minivit

@@ -20,7 +20,8 @@ namespace minivit::config_fields {
 using FieldTarget = std::variant<int*, int64_t*, uint64_t*, float*, bool*, std::string*,
                                  std::vector<float>*, std::vector<std::string>*, DataFormat*,
                                  Cifar100Label*, OptimizerKind*, LrSchedule*,
-                                 AttentionForm*, PosEmbedKind*, PoolKind*, Precision*>;
+                                 AttentionForm*, PosEmbedKind*, PoolKind*, PatchEmbedKind*,
+                                 Precision*>;
 
 struct Field {
   std::string_view section;
@@ -49,6 +50,7 @@ std::span<const std::string_view> choice_words(LrSchedule);
 std::span<const std::string_view> choice_words(AttentionForm);
 std::span<const std::string_view> choice_words(PosEmbedKind);
 std::span<const std::string_view> choice_words(PoolKind);
+std::span<const std::string_view> choice_words(PatchEmbedKind);
 std::span<const std::string_view> choice_words(Precision);
 
 template <typename Choice>

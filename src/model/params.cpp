@@ -51,7 +51,7 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
     specs.back().trainable = false;
     specs.back().sincos_grid = c.grid();
   }
-  add("patch_embed.proj.weight", {D, c.channels, c.patch_size, c.patch_size}, patch, true,
+  add("patch_embed.proj.weight", {D, c.patch_channels(), c.patch_size, c.patch_size}, patch, true,
       &ViTParams::patch_w);
   add("patch_embed.proj.bias", {D}, patch, false, &ViTParams::patch_b);
   for (int l = 0; l < c.depth; ++l) {

@@ -147,7 +147,8 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
 
   float* patches = at(acts.patches, int64_t(N) * PL);
   float* patch_proj = at(acts.patch_proj, int64_t(N) * D);
-  patchify(patches, images + b0 * image_len, n, c.channels, c.image_size, c.patch_size);
+  patchify(patches, images + b0 * image_len, n, c.channels, c.image_size, c.patch_size,
+           c.patch_embed == PatchEmbedKind::shifted);
   linear_forward(patch_proj, patches, w.patch_w, w.patch_b, n * N, PL, D);
   // No pos_embed with model.pos_embed = none: w.pos_embed is null and nothing is added.
   if (c.has_cls_token())

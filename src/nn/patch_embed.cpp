@@ -7,19 +7,31 @@
 
 namespace minivit {
 
-void patchify(float* patches, const float* images, int B, int C, int image_size, int P) {
+void patchify(float* patches, const float* images, int B, int C, int image_size, int P,
+              bool shifted) {
   const int G = image_size / P;
   const int N = G * G;
-  const int patch_len = C * P * P;
+  const int copies = shifted ? 5 : 1;
+  const int patch_len = copies * C * P * P;
+  // Where each copy's window lies against the patch: (row, column) offsets in pixels.
+  const int h = P / 2;
+  const int shift_y[5] = {0, -h, -h, h, h}, shift_x[5] = {0, -h, h, -h, h};
   for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       for (int gy = 0; gy < G; ++gy)
         for (int gx = 0; gx < G; ++gx) {
           float* dst = patches + (int64_t(b) * N + gy * G + gx) * patch_len;
-          for (int c = 0; c < C; ++c)
-            for (int py = 0; py < P; ++py) {
-              const float* src = images + ((int64_t(b) * C + c) * image_size + gy * P + py) * image_size + gx * P;
-              for (int px = 0; px < P; ++px) *dst++ = src[px];
+          for (int copy = 0; copy < copies; ++copy)
+            for (int c = 0; c < C; ++c) {
+              const float* channel = images + (int64_t(b) * C + c) * image_size * image_size;
+              for (int py = 0; py < P; ++py) {
+                const int y = gy * P + py + shift_y[copy];
+                for (int px = 0; px < P; ++px) {
+                  const int x = gx * P + px + shift_x[copy];
+                  const bool inside = y >= 0 && y < image_size && x >= 0 && x < image_size;
+                  *dst++ = inside ? channel[int64_t(y) * image_size + x] : 0.0f;
+                }
+              }
             }
         }
     }

@@ -97,3 +97,40 @@ TEST_CASE("train, eval, attention and info with mean pooling and the sincos2d ta
   CHECK(resumed.exit_code == 1);
   CHECK_THAT(resumed.err, Contains("written for model.pool = \"mean\", but the config asks for \"cls\""));
 }
+
+TEST_CASE("train, eval, info and resume with shifted patches", "[cli][forms]") {
+  TempDir dir("shifted_cli");
+  const std::string data = dir.str("data"), out = dir.str("run"), config = dir.str("tiny.toml");
+  write_tiny_idx_dataset(data, 320, 96, 12, 4);  // 12x12 grey images: 3x3 patches of 4x4
+  write_text(config, tiny_config_toml(data, out, 12, 4));
+  const RunResult train = run_minivit("train --config " + config +
+                                      " --set model.patch_embed=shifted --set train.max_steps=20");
+  INFO(train.err);
+  REQUIRE(train.exit_code == 0);
+
+  // The projection takes the image's channel and its four shifted copies.
+  const std::string last = out + "/last.safetensors";
+  const minivit::SafetensorsFile file = minivit::read_safetensors(last);
+  CHECK(file.tensors.at("patch_embed.proj.weight").shape == std::vector<int64_t>{16, 5, 4, 4});
+  CHECK(file.metadata.at("minivit.model.patch_embed") == "\"shifted\"");
+
+  // eval rebuilds the same model, shifts included, from the checkpoint alone.
+  const RunResult eval = run_minivit("eval --checkpoint " + last + " --json " + dir.str("e.json"));
+  INFO(eval.err);
+  REQUIRE(eval.exit_code == 0);
+  const auto trained = nlohmann::json::parse(read_text(out + "/eval.json"));
+  const auto evaluated = nlohmann::json::parse(read_text(dir.str("e.json")));
+  CHECK(evaluated["top1"] == trained["top1"]);
+  CHECK(evaluated["loss"] == trained["loss"]);
+
+  const RunResult info = run_minivit("info " + last);
+  REQUIRE(info.exit_code == 0);
+  CHECK_THAT(info.out, Contains("patches of 4x4 pixels with their 4 diagonal shifts by half a patch") &&
+                           Contains("patch_embed = \"shifted\""));
+
+  // Resuming with plain patches is refused by name.
+  const RunResult resumed = run_minivit("train --resume " + out + " --set model.patch_embed=linear");
+  CHECK(resumed.exit_code == 1);
+  CHECK_THAT(resumed.err,
+             Contains("written for model.patch_embed = \"shifted\", but the config asks for \"linear\""));
+}

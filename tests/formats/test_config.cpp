@@ -36,6 +36,7 @@ void require_same(const Config& a, const Config& b) {
   CHECK(a.model.attention == b.model.attention);
   CHECK(a.model.pos_embed == b.model.pos_embed);
   CHECK(a.model.pool == b.model.pool);
+  CHECK(a.model.patch_embed == b.model.patch_embed);
   CHECK(a.data.format == b.data.format);
   CHECK(a.data.path == b.data.path);
   CHECK(a.data.mean == b.data.mean);
@@ -92,6 +93,7 @@ Config unusual_config() {
   c.model.attention = minivit::AttentionForm::cosine;
   c.model.pos_embed = minivit::PosEmbedKind::sincos2d;
   c.model.pool = minivit::PoolKind::mean;
+  c.model.patch_embed = minivit::PatchEmbedKind::shifted;
   c.data.format = DataFormat::folder;
   c.data.path = "/data/my \"quoted\" dir/ünïcode\tand tab";
   c.data.mean = {0.4914f, 0.4822f, 0.4465f};
@@ -418,7 +420,7 @@ TEST_CASE("config_to_toml reads back to the same config", "[config]") {
 
 TEST_CASE("config_to_flat and config_from_flat invert each other", "[config]") {
   auto flat = minivit::config_to_flat(Config{});
-  CHECK(flat.size() == 51);
+  CHECK(flat.size() == 52);
   auto has = [&](const std::string& key, const std::string& value) {
     for (const auto& [k, v] : flat)
       if (k == key) return v == value;

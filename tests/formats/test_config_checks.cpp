@@ -39,6 +39,23 @@ TEST_CASE("the sincos2d position table needs dim divisible by 4", "[config][form
                       "\"sincos2d\", \"none\", got \"fixed\"");
 }
 
+TEST_CASE("shifted patches need patches of 2 pixels or more", "[config][forms]") {
+  CHECK(parse_config("", "cfg.toml").model.patch_embed == minivit::PatchEmbedKind::linear);
+  CHECK(parse_config("[model]\npatch_embed = \"shifted\"\n", "cfg.toml").model.patch_embed ==
+        minivit::PatchEmbedKind::shifted);
+  CHECK_NOTHROW(parse_config("[model]\npatch_size = 1\n", "cfg.toml"));
+  REQUIRE_THROWS_WITH(parse_config("[model]\npatch_embed = \"shifted\"\npatch_size = 1\n", "cfg.toml"),
+                      "cfg.toml:3: key 'model.patch_size': 1 leaves nothing to shift by, as "
+                      "model.patch_embed = \"shifted\" needs patches of 2 pixels or more");
+  REQUIRE_THROWS_WITH(parse_config("[model]\npatch_size = 1\n", "cfg.toml",
+                                   {"model.patch_embed=shifted"}),
+                      "--set model.patch_embed=shifted: key 'model.patch_embed': \"shifted\" "
+                      "needs model.patch_size >= 2, but model.patch_size = 1");
+  REQUIRE_THROWS_WITH(parse_config("[model]\npatch_embed = \"conv\"\n", "cfg.toml"),
+                      "cfg.toml:2: key 'model.patch_embed': expected one of \"linear\", "
+                      "\"shifted\", got \"conv\"");
+}
+
 TEST_CASE("out-of-range values name the key and line", "[config]") {
   REQUIRE_THROWS_WITH(parse_config("[optim]\nname = \"sgd\"\nlr = -0.1\n", "cfg.toml"),
                       "cfg.toml:3: key 'optim.lr': expected a value > 0, got -0.1");

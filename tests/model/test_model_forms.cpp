@@ -225,6 +225,20 @@ TEST_CASE("whole-model gradients with mean pooling, the sincos2d table and dropo
   check_model_gradients(c);
 }
 
+TEST_CASE("shifted patches: the projection takes five times the channels, and its gradients "
+          "match finite differences", "[model][forms][grad]") {
+  ModelConfig c = with_pos_embed(PosEmbedKind::learned, PoolKind::mean);
+  c.patch_embed = PatchEmbedKind::shifted;
+  ViT model(c);
+  const ParamSpec* proj = model.find("patch_embed.proj.weight");
+  REQUIRE(proj);
+  CHECK(proj->shape == std::vector<int64_t>{c.dim, 5 * c.channels, c.patch_size, c.patch_size});
+  CHECK(c.patch_len() == 5 * c.channels * c.patch_size * c.patch_size);
+  check_model_gradients(c);
+  c.pool = PoolKind::cls;
+  check_model_gradients(c);
+}
+
 TEST_CASE("activations built for one pooling are refused by the other", "[model][forms][errors]") {
   const ModelConfig mean_config = with_pos_embed(PosEmbedKind::learned, PoolKind::mean);
   ViT model(mean_config);

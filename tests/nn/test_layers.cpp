@@ -197,6 +197,41 @@ TEST_CASE("patchify flattens patches in (channel, row, column) order", "[layers]
   CHECK(patches[2 * 8 + 0] == 8.0f);
 }
 
+TEST_CASE("shifted patches: the patch, then its window in four diagonal shifts, zero outside",
+          "[layers][patch]") {
+  const int B = 2, C = 2, S = 6, P = 2, G = S / P, N = G * G, len = 5 * C * P * P;
+  std::vector<float> img(B * C * S * S);
+  std::iota(img.begin(), img.end(), 1.0f);  // no pixel is 0, so a 0 is always padding
+  std::vector<float> plain(B * N * C * P * P), shifted(B * N * len);
+  patchify(plain.data(), img.data(), B, C, S, P);
+  patchify(shifted.data(), img.data(), B, C, S, P, true);
+  // The pixel copy k shows at (y, x): the image at (y + dy, x + dx), half a patch (1 pixel)
+  // along each diagonal, in the order up-left, up-right, down-left, down-right.
+  const int dy[5] = {0, -1, -1, 1, 1}, dx[5] = {0, -1, 1, -1, 1};
+  int padding = 0;
+  for (int b = 0; b < B; ++b)
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < 5; ++k)
+        for (int c = 0; c < C; ++c)
+          for (int py = 0; py < P; ++py)
+            for (int px = 0; px < P; ++px) {
+              const int y = n / G * P + py + dy[k], x = n % G * P + px + dx[k];
+              const bool inside = y >= 0 && y < S && x >= 0 && x < S;
+              const float want = inside ? img[size_t(((b * C + c) * S + y) * S + x)] : 0.0f;
+              const float got = shifted[size_t((b * N + n) * len + ((k * C + c) * P + py) * P + px)];
+              INFO("image " << b << " patch " << n << " copy " << k << " channel " << c);
+              REQUIRE(got == want);
+              padding += !inside;
+            }
+  // Each edge patch's outer row or column of one shift falls off the image; the first
+  // copy is exactly the plain patch.
+  CHECK(padding > 0);
+  for (int b = 0; b < B; ++b)
+    for (int n = 0; n < N; ++n)
+      for (int i = 0; i < C * P * P; ++i)
+        REQUIRE(shifted[size_t((b * N + n) * len + i)] == plain[size_t((b * N + n) * C * P * P + i)]);
+}
+
 TEST_CASE("token embedding backward matches finite differences", "[layers][patch][grad]") {
   const int B = 3, N = 4, D = 5, T = N + 1;
   auto proj = random_vector(B * N * D, 1.0f, 60), cls = random_vector(D, 1.0f, 61),

@@ -31,7 +31,8 @@ model_sets() {
   # them and win.
   set -- --set model.patch_size=4 --set model.dim=64 --set model.depth=6 --set model.heads=4 \
     --set model.mlp_dim=128 \
-    --set model.attention=scaled_dot --set model.pos_embed=learned --set model.pool=cls "$@"
+    --set model.attention=scaled_dot --set model.pos_embed=learned --set model.pool=cls \
+    --set model.patch_embed=linear "$@"
   sets=()
   init_args=()
   drop_path=0

@@ -10,26 +10,43 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 MODEL_KEYS = ("image_size", "channels", "patch_size", "dim", "depth", "heads", "mlp_dim",
-              "dropout", "attention_dropout", "num_classes", "attention", "pos_embed", "pool")
+              "dropout", "attention_dropout", "num_classes", "attention", "pos_embed", "pool",
+              "patch_embed")
 # The model forms, by the words minivit's config uses; the first of each is the default,
 # which is also what a file without the metadata key means.
 FORM_CHOICES = OrderedDict([
     ("attention", ("scaled_dot", "dot", "additive", "cosine")),
     ("pos_embed", ("learned", "sincos2d", "none")),
     ("pool", ("cls", "mean")),
+    ("patch_embed", ("linear", "shifted")),
 ])
 LN_EPS = 1e-6  # timm's ViT uses 1e-6, not torch's default 1e-5
 LOGIT_SCALE_MAX = math.log(100.0)  # Swin v2 caps the cosine temperature at 100
 
 
+def with_diagonal_shifts(x, h):
+    """x (B, C, S, S) followed along channels by its four diagonal shifts by h pixels: copy
+    (dy, dx) holds x(row + dy, column + dx), zero outside the image, for (dy, dx) in
+    (-h, -h), (-h, h), (h, -h), (h, h): shifted patch tokenization's input."""
+    S = x.shape[-1]
+    padded = F.pad(x, (h, h, h, h))
+    copies = [x]
+    for dy, dx in ((-h, -h), (-h, h), (h, -h), (h, h)):
+        copies.append(padded[:, :, h + dy:h + dy + S, h + dx:h + dx + S])
+    return torch.cat(copies, dim=1)
+
+
 class PatchEmbed(nn.Module):
-    def __init__(self, channels, patch_size, dim):
+    def __init__(self, channels, patch_size, dim, shifted=False):
         super().__init__()
+        self.shift = patch_size // 2 if shifted else 0
         # A stride-P conv is the same as flattening each patch in (channel, row, column)
         # order and applying a linear map, which is how the contract defines it.
-        self.proj = nn.Conv2d(channels, dim, patch_size, stride=patch_size)
+        self.proj = nn.Conv2d(channels * (5 if shifted else 1), dim, patch_size, stride=patch_size)
 
     def forward(self, x):
+        if self.shift:
+            x = with_diagonal_shifts(x, self.shift)
         return self.proj(x).flatten(2).transpose(1, 2)  # (B, N, D), patches row-major
 
 
@@ -222,7 +239,8 @@ class ViT(nn.Module):
                 torch.from_numpy(sincos_2d_pos_embed(grid, D, prefix == 1)), requires_grad=False)
         else:
             self.pos_embed = None
-        self.patch_embed = PatchEmbed(cfg["channels"], cfg["patch_size"], D)
+        self.patch_embed = PatchEmbed(cfg["channels"], cfg["patch_size"], D,
+                                      cfg.get("patch_embed", "linear") == "shifted")
         self.blocks = nn.ModuleList(
             Block(D, cfg["heads"], cfg["mlp_dim"], cfg.get("dropout", 0.0),
                   cfg.get("attention_dropout", 0.0), cfg.get("attention", "scaled_dot"))
@@ -263,7 +281,8 @@ def expected_shapes(cfg):
         s["cls_token"] = (1, 1, D)
     if cfg.get("pos_embed", "learned") != "none":
         s["pos_embed"] = (1, N + 1 if cls_pool else N, D)
-    s["patch_embed.proj.weight"] = (D, C, P, P)
+    shifted = cfg.get("patch_embed", "linear") == "shifted"
+    s["patch_embed.proj.weight"] = (D, 5 * C if shifted else C, P, P)
     s["patch_embed.proj.bias"] = (D,)
     for i in range(cfg["depth"]):
         b = "blocks.%d." % i
@@ -356,6 +375,8 @@ def config_from_weights(tensors, metadata, heads=None):
     form from metadata, image_size too when there is no pos_embed to read it from."""
     forms = {k: form_from_metadata(metadata, k) for k in FORM_CHOICES}
     D, C, P, _ = tensors["patch_embed.proj.weight"].shape
+    if forms["patch_embed"] == "shifted":
+        C //= 5  # the image's channels, then four shifted copies of them
     if "pos_embed" in tensors:
         prefix = 1 if forms["pool"] == "cls" else 0
         grid = int(round(math.sqrt(tensors["pos_embed"].shape[1] - prefix)))

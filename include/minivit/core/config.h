@@ -25,6 +25,13 @@ enum class PosEmbedKind {
   none,      // no position information
 };
 
+// What the patch embedding projects.
+enum class PatchEmbedKind {
+  linear,   // each patch's pixels, timm's Conv2d(C, D, P, stride P)
+  shifted,  // each patch's pixels and those under it in the image shifted by half a patch
+            // along each diagonal: 5 C channels (Lee et al.'s shifted patch tokenization)
+};
+
 // What the head reads from the last block.
 enum class PoolKind {
   cls,   // a learned CLS token, first in the sequence, through the final `norm`
@@ -59,13 +66,17 @@ struct ModelConfig {
   AttentionForm attention = AttentionForm::scaled_dot;
   PosEmbedKind pos_embed = PosEmbedKind::learned;  // sincos2d needs dim % 4 == 0
   PoolKind pool = PoolKind::cls;
+  PatchEmbedKind patch_embed = PatchEmbedKind::linear;
 
   int grid() const { return image_size / patch_size; }
   int patches() const { return grid() * grid(); }
   bool has_cls_token() const { return pool == PoolKind::cls; }
   int tokens() const { return patches() + (has_cls_token() ? 1 : 0); }  // a CLS token first
   int head_dim() const { return dim / heads; }
-  int patch_len() const { return channels * patch_size * patch_size; }
+  // Channels the patch embedding sees: the image's, and with shifted patches four shifted
+  // copies of them after.
+  int patch_channels() const { return channels * (patch_embed == PatchEmbedKind::shifted ? 5 : 1); }
+  int patch_len() const { return patch_channels() * patch_size * patch_size; }
 };
 
 struct DataConfig {

@@ -40,6 +40,7 @@ std::string_view config_name(LrSchedule schedule);
 std::string_view config_name(AttentionForm form);
 std::string_view config_name(PosEmbedKind pos_embed);
 std::string_view config_name(PoolKind pool);
+std::string_view config_name(PatchEmbedKind patch_embed);
 std::string_view config_name(Precision precision);
 
 }  // namespace minivit

@@ -36,7 +36,7 @@ struct BlockParams {
 struct ViTParams {
   float* cls_token = nullptr;  // (1, 1, D) when model.pool = cls
   float* pos_embed = nullptr;  // (1, T, D) unless model.pos_embed = none
-  float* patch_w = nullptr;    // (D, C, P, P)
+  float* patch_w = nullptr;    // (D, C', P, P), C' = ModelConfig::patch_channels()
   float* patch_b = nullptr;    // (D)
   std::vector<BlockParams> blocks;  // (L)
   float* norm_w = nullptr;  // (D) the LayerNorm before the head: `norm`, or `fc_norm` (mean pool)

@@ -4,6 +4,9 @@
 // (channel, row, column) order, so its weight (D, C, P, P) is used as (D, C*P*P).
 //   images      (B, C, S, S)    S = image_size
 //   patches     (B, N, C*P*P)   patch n = row-major position in the G x G grid
+//               (B, N, 5*C*P*P) shifted: the patch, then the same window of the image
+//                               shifted by (-h, -h), (-h, +h), (+h, -h), (+h, +h) pixels
+//                               (rows, columns), h = P / 2, zero where it leaves the image
 //   patch_proj  (B, N, D)       patches . W^T + b        (a linear layer, see linear.h)
 //   tokens      (B, T, D)       [cls ; patch_proj] + pos   with a CLS token, T = N + 1
 //                               patch_proj + pos           without one, T = N
@@ -12,7 +15,12 @@
 // table that is never trained).
 namespace minivit {
 
-void patchify(float* patches, const float* images, int B, int C, int image_size, int P);
+// Shifted patches (Lee et al., "Vision Transformer for Small-Size Datasets", 2021) let each
+// token see the pixels around its patch: the patch embedding gets a little of what a
+// convolution's overlapping windows give. The image needs no gradient, so neither form has
+// a backward pass here; the projection's is linear_backward's.
+void patchify(float* patches, const float* images, int B, int C, int image_size, int P,
+              bool shifted = false);
 
 // With a CLS token first.
 void embed_tokens_forward(float* tokens, const float* patch_proj, const float* cls_token,
