@@ -58,4 +58,26 @@ inline void pack_pairs_along_rows(const float* src, int64_t ld_src, int rows, in
   }
 }
 
+// Packs op(B)[k0:k0+kc, 0:N] (kc <= 256) into panels (ceil(N / nr), panel_rows, nr) of pairs,
+// panel_rows >= ceil(kc / 2), zero beyond column N and beyond kc: the AVX512_BF16 kernel reads
+// exactly ceil(kc / 2) rows, the AMX one whole tiles of 16.
+inline void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int N, int nr,
+                   int panel_rows, Pair* packed) {
+  const int panels = (N + nr - 1) / nr, kp_count = (kc + 1) / 2;
+  for (int p = 0; p < panels; ++p) {
+    const int j0 = p * nr, cols = std::min(nr, N - j0);
+    Pair* dst = packed + int64_t(p) * panel_rows * nr;
+    if (!trans_b) {
+      pack_pairs_from_rows(B + int64_t(k0) * ldb + j0, ldb, kc, cols, nr, dst, nr);
+    } else {  // op(B)(k, j) = B[j * ldb + k]: column j's pairs lie along B's row j
+      alignas(64) Pair column[128];
+      for (int j = 0; j < nr; ++j) {
+        if (j < cols) pack_pairs_along_rows(B + int64_t(j0 + j) * ldb + k0, ldb, 1, kc, column, 0);
+        for (int kp = 0; kp < kp_count; ++kp) dst[int64_t(kp) * nr + j] = j < cols ? column[kp] : 0;
+      }
+    }
+    std::fill(dst + int64_t(kp_count) * nr, dst + int64_t(panel_rows) * nr, Pair(0));
+  }
+}
+
 }  // namespace minivit::bf16_pairs

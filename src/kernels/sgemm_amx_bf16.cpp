@@ -114,35 +114,6 @@ void pack_pairs_from_rows_transposed(const float* src, int64_t ld_src, int kc, i
   }
 }
 
-// dst[kp * ld_dst + i] = pair(src[i * ld_src + 2kp], src[i * ld_src + 2kp + 1]) for i < rows,
-// kp < ceil(kc / 2): an op(B) = B^T block, whose rows of B run along k. B is a weight
-// matrix, small beside the activations, so its words go one by one.
-void pack_pairs_along_rows_transposed(const float* src, int64_t ld_src, int rows, int kc,
-                                      Pair* dst, int ld_dst) {
-  alignas(64) Pair row[kKc / 2];
-  for (int i = 0; i < rows; ++i) {
-    pack_pairs_along_rows(src + int64_t(i) * ld_src, ld_src, 1, kc, row, 0);
-    for (int kp = 0; kp < (kc + 1) / 2; ++kp) dst[int64_t(kp) * ld_dst + i] = row[kp];
-  }
-}
-
-// Packs op(B)[k0:k0+kc, j0:j0+width) (width <= kPackPanels * kNr) into panels of kp_pad pair
-// rows, zero beyond column N and beyond kc.
-void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int kp_pad, int N, Pair* packed) {
-  const int panels = (N + kNr - 1) / kNr, kp_count = (kc + 1) / 2;
-  for (int p = 0; p < panels; ++p) {
-    const int j0 = p * kNr, cols = std::min(kNr, N - j0);
-    Pair* dst = packed + int64_t(p) * kp_pad * kNr;
-    if (!trans_b) {
-      pack_pairs_from_rows(B + int64_t(k0) * ldb + j0, ldb, kc, cols, kNr, dst, kNr);
-    } else {
-      if (cols < kNr) std::memset(dst, 0, sizeof(Pair) * kp_count * kNr);
-      pack_pairs_along_rows_transposed(B + int64_t(j0) * ldb + k0, ldb, cols, kc, dst, kNr);
-    }
-    std::memset(dst + int64_t(kp_count) * kNr, 0, sizeof(Pair) * (kp_pad - kp_count) * kNr);
-  }
-}
-
 // Packs op(A)[i0:i0+rows, k0:k0+kc] as (rows, kp_pad) pairs with row stride kKp, zero beyond
 // kc, and zero rows up to the next C block so that its tiles read no stale pairs.
 void pack_a(bool trans_a, const float* A, int lda, int i0, int rows, int k0, int kc, int kp_pad,
@@ -241,7 +212,7 @@ void sgemm_blocked(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
     for (int p0 = 0; p0 < panels; p0 += kPackPanels) {
       const int p1 = std::min(panels, p0 + kPackPanels), j_first = p0 * kNr;
       const float* b_first = trans_b ? B + int64_t(j_first) * ldb : B + j_first;
-      pack_b(trans_b, b_first, ldb, k0, kc, kp_pad, std::min(N, p1 * kNr) - j_first, packed_b);
+      pack_b(trans_b, b_first, ldb, k0, kc, std::min(N, p1 * kNr) - j_first, kNr, kp_pad, packed_b);
       for (int i0 = 0; i0 < M; i0 += kMc) {
         const int rows = std::min(kMc, M - i0);
         pack_a(trans_a, A, lda, i0, rows, k0, kc, kp_pad, packed_a);

@@ -37,24 +37,6 @@ constexpr int kKc = 256;          // reductions per packed block: a (kKc / 2, kN
 constexpr int kMc = 96;           // rows of op(A) per packed block, 48 KB
 constexpr int kPackPanels = 4;    // panels of op(B) packed at a time, 128 KB
 
-// Packs op(B)[k0:k0+kc, 0:N] into panels (ceil(N / kNr), ceil(kc / 2), kNr).
-void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int N, Pair* packed) {
-  const int panels = (N + kNr - 1) / kNr, kp_count = (kc + 1) / 2;
-  for (int p = 0; p < panels; ++p) {
-    const int j0 = p * kNr, cols = std::min(kNr, N - j0);
-    Pair* dst = packed + int64_t(p) * kp_count * kNr;
-    if (!trans_b) {
-      pack_pairs_from_rows(B + int64_t(k0) * ldb + j0, ldb, kc, cols, kNr, dst, kNr);
-    } else {  // op(B)(k, j) = B[j * ldb + k]: column j's pairs lie along B's row j
-      alignas(64) Pair column[kKc / 2];
-      for (int j = 0; j < kNr; ++j) {
-        if (j < cols) pack_pairs_along_rows(B + int64_t(j0 + j) * ldb + k0, ldb, 1, kc, column, 0);
-        for (int kp = 0; kp < kp_count; ++kp) dst[kp * kNr + j] = j < cols ? column[kp] : 0;
-      }
-    }
-  }
-}
-
 // C[0:kRows, 0:cols] = alpha * op(A) . panel + beta * C over kp_count pairs, with op(A)'s
 // pair (r, kp) at a[kp * lda + r] (kTransA) or a[r * lda + kp]. beta == 0 never reads C.
 template <int kRows, bool kTransA>
@@ -102,7 +84,7 @@ void sgemm_blocked(int M, int N, int K, float alpha, const float* A, int lda, bo
     for (int p0 = 0; p0 < panels; p0 += kPackPanels) {
       const int p1 = std::min(panels, p0 + kPackPanels), j_first = p0 * kNr;
       const float* b_first = trans_b ? B + int64_t(j_first) * ldb : B + j_first;
-      pack_b(trans_b, b_first, ldb, k0, kc, std::min(N, p1 * kNr) - j_first, packed_b);
+      pack_b(trans_b, b_first, ldb, k0, kc, std::min(N, p1 * kNr) - j_first, kNr, kp_count, packed_b);
       for (int i0 = 0; i0 < M; i0 += kMc) {
         const int rows = std::min(kMc, M - i0);
         // op(A)[i0:i0+rows, k0:k0+kc] as pairs: (kp, row) when A is transposed, else (row, kp)
