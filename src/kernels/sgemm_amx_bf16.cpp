@@ -130,6 +130,21 @@ void pack_a(bool trans_a, const float* A, int lda, int i0, int rows, int k0, int
   std::memset(packed + int64_t(rows) * kKp, 0, sizeof(Pair) * (padded_rows - rows) * kKp);
 }
 
+// Tile registers 0-3 from, or to, a (32, 32) fp32 block at c with rows ld floats apart.
+inline void load_c_tiles(const float* c, int64_t ld) {
+  _tile_loadd(0, c, ld * sizeof(float));
+  _tile_loadd(1, c + kTile, ld * sizeof(float));
+  _tile_loadd(2, c + kTile * ld, ld * sizeof(float));
+  _tile_loadd(3, c + kTile * ld + kTile, ld * sizeof(float));
+}
+
+inline void store_c_tiles(float* c, int64_t ld) {
+  _tile_stored(0, c, ld * sizeof(float));
+  _tile_stored(1, c + kTile, ld * sizeof(float));
+  _tile_stored(2, c + kTile * ld, ld * sizeof(float));
+  _tile_stored(3, c + kTile * ld + kTile, ld * sizeof(float));
+}
+
 // C[0:rows, 0:cols] = alpha * a . b + beta * C for one C block (rows, cols <= 32) over kp_pad
 // pairs; a: 32 rows of pairs with stride kKp, b: a panel's 32 columns with stride kNr.
 // beta == 0 never reads C. With alpha = 1 and beta = 1 (a backward pass adding into a
@@ -140,24 +155,17 @@ void block(const Pair* a, const Pair* b, int kp_pad, float* C, int ldc, int rows
            float alpha, float beta) {
   const bool add_to_c = alpha == 1.0f && beta == 1.0f;
   const bool in_place = rows == kBlock && cols == kBlock && alpha == 1.0f && (beta == 0.0f || add_to_c);
-  const int64_t ldc_bytes = int64_t(ldc) * sizeof(float);
   alignas(64) float sums[kBlock][kBlock];  // (32, 32) fp32, for blocks not in place
   const __mmask16 mask[2] = {__mmask16((1u << std::min(cols, 16)) - 1),
                              __mmask16((1u << std::clamp(cols - 16, 0, 16)) - 1)};
   if (in_place && add_to_c) {
-    _tile_loadd(0, C, ldc_bytes);
-    _tile_loadd(1, C + kTile, ldc_bytes);
-    _tile_loadd(2, C + kTile * ldc, ldc_bytes);
-    _tile_loadd(3, C + kTile * ldc + kTile, ldc_bytes);
+    load_c_tiles(C, ldc);
   } else if (add_to_c) {
     for (int r = 0; r < kBlock; ++r)
       for (int v = 0; v < 2; ++v)
         _mm512_store_ps(&sums[r][16 * v], r < rows ? _mm512_maskz_loadu_ps(mask[v], C + int64_t(r) * ldc + 16 * v)
                                                    : _mm512_setzero_ps());
-    _tile_loadd(0, &sums[0][0], sizeof(sums[0]));
-    _tile_loadd(1, &sums[0][kTile], sizeof(sums[0]));
-    _tile_loadd(2, &sums[kTile][0], sizeof(sums[0]));
-    _tile_loadd(3, &sums[kTile][kTile], sizeof(sums[0]));
+    load_c_tiles(&sums[0][0], kBlock);
   } else {
     _tile_zero(0);
     _tile_zero(1);
@@ -174,17 +182,8 @@ void block(const Pair* a, const Pair* b, int kp_pad, float* C, int ldc, int rows
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  if (in_place) {
-    _tile_stored(0, C, ldc_bytes);
-    _tile_stored(1, C + kTile, ldc_bytes);
-    _tile_stored(2, C + kTile * ldc, ldc_bytes);
-    _tile_stored(3, C + kTile * ldc + kTile, ldc_bytes);
-    return;
-  }
-  _tile_stored(0, &sums[0][0], sizeof(sums[0]));
-  _tile_stored(1, &sums[0][kTile], sizeof(sums[0]));
-  _tile_stored(2, &sums[kTile][0], sizeof(sums[0]));
-  _tile_stored(3, &sums[kTile][kTile], sizeof(sums[0]));
+  if (in_place) return store_c_tiles(C, ldc);
+  store_c_tiles(&sums[0][0], kBlock);
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   for (int r = 0; r < rows; ++r) {
     float* c = C + int64_t(r) * ldc;

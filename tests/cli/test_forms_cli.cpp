@@ -14,6 +14,20 @@ using namespace minivit_test;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
+// `eval` on the run's last checkpoint, from the checkpoint alone, gives the trainer's test
+// figures (eval.json); returns eval's JSON.
+static nlohmann::json check_eval_repeats_training(TempDir& dir, const std::string& out) {
+  const RunResult eval =
+      run_minivit("eval --checkpoint " + out + "/last.safetensors --json " + dir.str("e.json"));
+  INFO(eval.err);
+  REQUIRE(eval.exit_code == 0);
+  const auto trained = nlohmann::json::parse(read_text(out + "/eval.json"));
+  const auto evaluated = nlohmann::json::parse(read_text(dir.str("e.json")));
+  CHECK(evaluated["top1"] == trained["top1"]);
+  CHECK(evaluated["loss"] == trained["loss"]);
+  return evaluated;
+}
+
 TEST_CASE("train, eval, attention and info with mean pooling and the sincos2d table",
           "[cli][forms]") {
   TempDir dir("forms_cli");
@@ -50,13 +64,7 @@ TEST_CASE("train, eval, attention and info with mean pooling and the sincos2d ta
   }
 
   // eval rebuilds the same model from the checkpoint alone.
-  const RunResult eval = run_minivit("eval --checkpoint " + last + " --json " + dir.str("e.json"));
-  INFO(eval.err);
-  REQUIRE(eval.exit_code == 0);
-  const auto trained = nlohmann::json::parse(read_text(out + "/eval.json"));
-  const auto evaluated = nlohmann::json::parse(read_text(dir.str("e.json")));
-  CHECK(evaluated["top1"] == trained["top1"]);
-  CHECK(evaluated["n"] == 96);
+  CHECK(check_eval_repeats_training(dir, out)["n"] == 96);
 
   // attention: N x N maps without a CLS token, read as the mean of all token rows.
   const std::string maps = dir.str("maps");
@@ -115,13 +123,7 @@ TEST_CASE("train, eval, info and resume with shifted patches", "[cli][forms]") {
   CHECK(file.metadata.at("minivit.model.patch_embed") == "\"shifted\"");
 
   // eval rebuilds the same model, shifts included, from the checkpoint alone.
-  const RunResult eval = run_minivit("eval --checkpoint " + last + " --json " + dir.str("e.json"));
-  INFO(eval.err);
-  REQUIRE(eval.exit_code == 0);
-  const auto trained = nlohmann::json::parse(read_text(out + "/eval.json"));
-  const auto evaluated = nlohmann::json::parse(read_text(dir.str("e.json")));
-  CHECK(evaluated["top1"] == trained["top1"]);
-  CHECK(evaluated["loss"] == trained["loss"]);
+  check_eval_repeats_training(dir, out);
 
   const RunResult info = run_minivit("info " + last);
   REQUIRE(info.exit_code == 0);
