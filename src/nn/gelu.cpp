@@ -10,14 +10,17 @@ static constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
 // Phi(x) = 0.5 (1 + erf(x / sqrt 2)) = 0.5 erfc(-x / sqrt 2): the erfc form keeps full
 // relative precision in the negative tail, where 1 + erf cancels. erfc and exp are the
-// inlined ones of vecmath.h, so the loops below run in whole vectors.
+// inlined ones of vecmath.h, so the loops below run in whole vectors. simdlen(16): GCC's
+// tuning for AVX-512 CPUs prefers 8-lane vectors, but these loops are arithmetic-bound (a
+// division and two polynomials per element, in L2), and 16 lanes ran them at 1.3-1.8x the
+// rate; each lane's arithmetic is the same, so the bits are too.
 
 void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int M) {
   for_ranges(R, R * M > 65536, [&](int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     float* h = pre + r * M;
     float* y = out + r * M;
-#pragma omp simd
+#pragma omp simd simdlen(16)
     for (int m = 0; m < M; ++m) {
       const float x = h[m] + bias[m];
       h[m] = x;
@@ -29,7 +32,7 @@ void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
   for_ranges(n, n > 65536, [&](int64_t begin, int64_t end) {
-#pragma omp simd
+#pragma omp simd simdlen(16)
   for (int64_t i = begin; i < end; ++i) {
     const float x = inp[i];
     const float cdf = 0.5f * erfc_inline(-x * kInvSqrt2);
