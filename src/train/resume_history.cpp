@@ -36,7 +36,9 @@ void warn_about_changed_keys(const Config& started_with, const Config& now) {
   const auto before = config_to_flat(started_with), after = config_to_flat(now);
   for (size_t i = 0; i < before.size() && i < after.size(); ++i) {
     const std::string& key = before[i].first;
-    if (key == "train.out_dir" || key == "train.log_every") continue;
+    // Keys that change no weight: where the run writes, how often it logs, and the thread
+    // count (every product and reduction is cut the same whatever the threads).
+    if (key == "train.out_dir" || key == "train.log_every" || key == "train.threads") continue;
     if (before[i].second != after[i].second)
       std::fprintf(stderr, "note: resuming with %s = %s; the run was started with %s = %s, so it "
                            "will not match an uninterrupted run\n",

@@ -156,8 +156,10 @@ TEST_CASE("resume names the first model key that differs and notes other changed
   CHECK_THAT(r.err, Contains("resume.safetensors: the resume state was written for model.dim = 16, "
                              "but the config asks for 32"));
   CHECK(read_text(tmp.str("r/last.safetensors")) == before);
-  // A finished run extended by an epoch with another learning rate: allowed, and said.
-  r = run_minivit("train --resume " + tmp.str("r") + " --set train.epochs=13 --set optim.lr=1e-4");
+  // A finished run extended by an epoch with another learning rate: allowed, and said. The
+  // thread count changes no weight, so it goes unremarked.
+  r = run_minivit("train --resume " + tmp.str("r") +
+                  " --set train.epochs=13 --set optim.lr=1e-4 --set train.threads=3");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.err, Contains("note: resuming with train.epochs = 13; the run was started with "
@@ -165,6 +167,7 @@ TEST_CASE("resume names the first model key that differs and notes other changed
                         Contains("note: resuming with optim.lr = "));
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') > 2);
   CHECK_THAT(r.err, !Contains("note: resuming with train.out_dir"));
+  CHECK_THAT(r.err, !Contains("note: resuming with train.threads"));
   CHECK(minivit::load_checkpoint(tmp.str("r/last.safetensors")).progress.epoch == 13);
 }
 

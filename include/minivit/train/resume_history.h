@@ -18,7 +18,8 @@ std::string metrics_up_to(const std::string& path, int64_t step, std::vector<Epo
 
 // A resumed run matches an uninterrupted one only under the config it was started with;
 // a changed key (more epochs, another learning rate) is allowed, but said on stderr, as the
-// continuation then takes another path. Keys that only steer output are left out.
+// continuation then takes another path. Keys that change no weight (the run directory, the
+// logging cadence, the thread count) are left out.
 void warn_about_changed_keys(const Config& started_with, const Config& now);
 
 }  // namespace minivit
