@@ -14,7 +14,7 @@
 # Environment: THREADS (1: one run per core, two at a time, gives the same weights as a run
 # on all cores), VARIANTS (all of: b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90
 # b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16
-# b4_mean_e190_bf16_s1).
+# b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2).
 # On one core of a 2-core AMD EPYC (Zen 3) with another run beside it, the first two take
 # about an hour each; alone on both cores (THREADS=2) the third takes 45 min and the next two
 # 54-56 min each. On the Zen 4, alone on both cores, a 150-epoch run takes about 56 min, and
@@ -27,7 +27,7 @@ source "$here/recipe_runs.sh"
 minivit=$(realpath "${1:-$root/build/minivit}")
 out=$(realpath -m "${2:-$root/runs/fashion_mnist_best_shape}")
 threads=${THREADS:-1}
-variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16 b4_mean_e190_bf16_s1"}
+variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16 b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2"}
 
 # What every run shares: the best recipe's training. 4x4 patches (49 tokens), width 64, 4
 # heads, MLP 128, AdamW (lr 3e-3, weight decay 0.05, 900 warm-up steps, then a cosine
@@ -55,6 +55,7 @@ sets_of() {
     b4_mean_e175_bf16) echo "model.depth=4 model.pool=mean model.drop_path=0.1 train.epochs=175 train.precision=bf16" ;;
     b4_mean_e190_bf16) echo "model.depth=4 model.pool=mean model.drop_path=0.1 train.epochs=190 train.precision=bf16" ;;
     b4_mean_e190_bf16_s1) echo "model.depth=4 model.pool=mean model.drop_path=0.1 train.epochs=190 train.precision=bf16 train.seed=1" ;;
+    b4_mean_e190_bf16_s2) echo "model.depth=4 model.pool=mean model.drop_path=0.1 train.epochs=190 train.precision=bf16 train.seed=2" ;;
     *) echo "fashion_mnist_best_shape.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
