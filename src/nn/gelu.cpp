@@ -12,7 +12,7 @@ static constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 // relative precision in the negative tail, where 1 + erf cancels. erfc and exp are the
 // inlined ones of vecmath.h, so the loops below run in whole vectors. simdlen(16): GCC's
 // tuning for AVX-512 CPUs prefers 8-lane vectors, but these loops are arithmetic-bound (a
-// division and two polynomials per element, in L2), and 16 lanes ran them at 1.3-1.8x the
+// division and two polynomials per element, in L2), and 16 lanes ran them at 1.3-1.7x the
 // rate; each lane's arithmetic is the same, so the bits are too.
 
 void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int M) {
