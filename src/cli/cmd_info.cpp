@@ -20,12 +20,19 @@ static std::string model_form(const ModelConfig& m) {
   const char* positions = m.pos_embed == PosEmbedKind::sincos2d ? " (fixed, not trained)" : "";
   const char* head = m.has_cls_token() ? "the head reads the CLS token"
                                        : "the head reads the mean of the tokens";
-  const char* shifted = m.patch_embed == PatchEmbedKind::shifted
-                            ? " with their 4 diagonal shifts by half a patch"
-                            : "";
+  std::string embedding;
+  if (m.patch_embed == PatchEmbedKind::shifted)
+    embedding = " with their 4 diagonal shifts by half a patch";
+  if (m.patch_embed == PatchEmbedKind::conv) {
+    embedding = strprintf(" through a conv stem of %d stride-2 3x3 convolutions (", m.stem_stages());
+    for (int s = 0; s < m.stem_stages(); ++s)
+      embedding += strprintf("%s%d", s ? ", " : "", m.stem_out(s));
+    embedding += " channels)";
+  }
   return strprintf("model: ViT, %dx%d patches of %dx%d pixels%s, dim %d, depth %d, heads %d, "
                    "mlp_dim %d; attention %s, pos_embed %s%s, pool %s (%s; %s)",
-                   m.grid(), m.grid(), m.patch_size, m.patch_size, shifted, m.dim, m.depth, m.heads,
+                   m.grid(), m.grid(), m.patch_size, m.patch_size, embedding.c_str(), m.dim,
+                   m.depth, m.heads,
                    m.mlp_dim, std::string(config_name(m.attention)).c_str(),
                    std::string(config_name(m.pos_embed)).c_str(), positions,
                    std::string(config_name(m.pool)).c_str(), tokens.c_str(), head);

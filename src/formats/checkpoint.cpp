@@ -214,7 +214,12 @@ TrainingProgress load_resume_state(const std::string& path, ViT& model, Optimize
       {"model.image_size", {a.image_size, b.image_size}}, {"model.channels", {a.channels, b.channels}},
       {"model.patch_size", {a.patch_size, b.patch_size}}, {"model.dim", {a.dim, b.dim}},
       {"model.depth", {a.depth, b.depth}},                {"model.heads", {a.heads, b.heads}},
-      {"model.mlp_dim", {a.mlp_dim, b.mlp_dim}},          {"model.num_classes", {a.num_classes, b.num_classes}}};
+      {"model.mlp_dim", {a.mlp_dim, b.mlp_dim}},          {"model.num_classes", {a.num_classes, b.num_classes}},
+      // Only a conv stem has channels to differ in.
+      {"model.stem_channels", {a.stem_channels, b.patch_embed == PatchEmbedKind::conv &&
+                                                        a.patch_embed == PatchEmbedKind::conv
+                                                    ? b.stem_channels
+                                                    : a.stem_channels}}};
   for (const auto& [key, values] : architecture)
     if (values.first != values.second)
       throw Error(path + ": the resume state was written for " + key + " = " +

@@ -35,6 +35,7 @@ class ConfigChecker {
     positive("model.depth", m.depth, 4096);
     positive("model.heads", m.heads, 4096);
     positive("model.mlp_dim", m.mlp_dim, 262144);
+    positive("model.stem_channels", m.stem_channels, 65536);
     at_least("model.num_classes", m.num_classes, 2);
     positive("model.num_classes", m.num_classes, 1 << 20);
     // The sizes are positive from here on, so the remainders below are defined.
@@ -62,6 +63,22 @@ class ConfigChecker {
                                "needs patches of 2 pixels or more",
            "model.patch_embed", "\"shifted\" needs model.patch_size >= 2, but model.patch_size = " +
                                     std::to_string(m.patch_size));
+    // Each of the conv stem's convolutions halves the image, down to one position a patch.
+    const bool power_of_two = m.patch_size >= 2 && (m.patch_size & (m.patch_size - 1)) == 0;
+    either(m.patch_embed != PatchEmbedKind::conv || power_of_two,
+           "model.patch_size", std::to_string(m.patch_size) +
+                                   " is not a power of two of at least 2, as model.patch_embed = "
+                                   "\"conv\" needs (one stride-2 convolution per halving)",
+           "model.patch_embed", "\"conv\" needs model.patch_size a power of two of at least 2, "
+                                "but model.patch_size = " + std::to_string(m.patch_size));
+    // The stem doubles its channels at every convolution.
+    if (m.patch_embed == PatchEmbedKind::conv && power_of_two)
+      either(int64_t(m.stem_channels) * m.patch_size / 2 <= 65536,
+             "model.stem_channels", std::to_string(m.stem_channels) + " doubled at each of the " +
+                                        std::to_string(m.stem_stages()) +
+                                        " convolutions exceeds 65536 channels",
+             "model.patch_size", std::to_string(m.patch_size) + " takes model.stem_channels = " +
+                                     std::to_string(m.stem_channels) + " past 65536 channels");
     unit_interval("model.dropout", m.dropout);
     unit_interval("model.attention_dropout", m.attention_dropout);
     unit_interval("model.drop_path", m.drop_path);

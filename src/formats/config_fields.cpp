@@ -21,7 +21,7 @@ constexpr std::string_view kLrSchedules[] = {"cosine", "constant"};
 constexpr std::string_view kAttentionForms[] = {"scaled_dot", "dot", "additive", "cosine"};
 constexpr std::string_view kPosEmbeds[] = {"learned", "sincos2d", "none"};
 constexpr std::string_view kPools[] = {"cls", "mean"};
-constexpr std::string_view kPatchEmbeds[] = {"linear", "shifted"};
+constexpr std::string_view kPatchEmbeds[] = {"linear", "shifted", "conv"};
 constexpr std::string_view kPrecisions[] = {"fp32", "bf16"};
 
 }  // namespace
@@ -53,6 +53,7 @@ std::vector<Field> fields_of(Config& c) {
       {"model", "pos_embed", &c.model.pos_embed},
       {"model", "pool", &c.model.pool},
       {"model", "patch_embed", &c.model.patch_embed},
+      {"model", "stem_channels", &c.model.stem_channels},
       {"data", "format", &c.data.format},
       {"data", "path", &c.data.path},
       {"data", "mean", &c.data.mean},

@@ -33,6 +33,10 @@ enum class Dim : uint8_t {
   LayerNormScratch,  // layernorm_partials_floats(D)
   Slots,             // threads the attention core may use at once
   SlotFloats,        // attention_scratch_floats(T, Dh): one thread's attention scratch
+  OnesRows,          // rows a bias gradient sums over, per image: T, or more in the stem
+  StemRows,          // a stem stage's output positions per image
+  StemCols,          // a stem stage's inputs per position: 9 times its input channels
+  StemOut,           // a stem stage's output channels
 };
 
 // When a buffer exists.
@@ -45,6 +49,10 @@ enum class Needs : uint8_t {
   with_branch_drops,  // dropout or drop path: a branch's gradient goes through a mask
   with_learned_scores,  // training an attention form with parameters of its own
   with_attention_grads,  // explaining a prediction: backward keeps the gradient at att
+  with_conv_stem_in_training,  // training with model.patch_embed = "conv"
+  stem_hidden,              // a stem stage before the last (the last writes patches)
+  stem_hidden_in_training,  // the same, training
+  stem_input_grad,          // training, a stem stage after the first
 };
 
 // What the activations are built for.
@@ -118,7 +126,8 @@ const BufferSpec<Act> kModelBuffers[] = {
     {"dgelu", &Act::dgelu, {B, T, M, one}, with_dropout},
     {"dfc1", &Act::dfc1, {B, T, M, one}, in_training},
     {"dpatch_proj", &Act::dpatch_proj, {B, N, D, one}, in_training},
-    {"ones", &Act::ones, {B, T, one, one}, in_training},
+    {"dpatches", &Act::dpatches, {B, N, PL, one}, with_conv_stem_in_training},
+    {"ones", &Act::ones, {B, OnesRows, one, one}, in_training},
     {"layernorm_partials",
      &Act::layernorm_partials,
      {LayerNormScratch, two, one, one},
@@ -127,11 +136,23 @@ const BufferSpec<Act> kModelBuffers[] = {
     {"score_grad_pairs", &Act::score_grad_pairs, {B, D, one, one}, with_learned_scores},
 };
 
+// Per stage of the conv stem.
+using Stm = StemActivations;
+const BufferSpec<Stm> kStemBuffers[] = {
+    {"stem_cols", &Stm::cols, {B, StemRows, StemCols, one}, always},
+    {"stem_pre", &Stm::pre, {B, StemRows, StemOut, one}, always},
+    {"stem_out", &Stm::out, {B, StemRows, StemOut, one}, stem_hidden},
+    {"stem_dout", &Stm::dout, {B, StemRows, StemOut, one}, stem_hidden_in_training},
+    {"stem_dpre", &Stm::dpre, {B, StemRows, StemOut, one}, in_training},
+    {"stem_dcols", &Stm::dcols, {B, StemRows, StemCols, one}, stem_input_grad},
+};
+
 // Threads the attention core may use: the pool's size, or the core count if larger, so
 // that a pool grown later still finds scratch for every thread it runs.
 int attention_threads() { return std::max(num_threads(), max_work_blocks()); }
 
-double extent(Dim d, const ModelConfig& c, int batch) {
+// The extent of d for a buffer of stem stage `stage` (-1 outside the stem).
+double extent(Dim d, const ModelConfig& c, int batch, int stage) {
   switch (d) {
     case one:
       return 1;
@@ -161,12 +182,22 @@ double extent(Dim d, const ModelConfig& c, int batch) {
       return attention_threads();
     case SlotFloats:
       return double(attention_scratch_floats(c.tokens(), c.head_dim()));
+    case OnesRows:
+      return std::max(double(c.tokens()),
+                      c.stem_stages() > 0 ? double(c.stem_side(0)) * c.stem_side(0) : 0.0);
+    case StemRows:
+      return double(c.stem_side(stage)) * c.stem_side(stage);
+    case StemCols:
+      return 9.0 * c.stem_in(stage);
+    case StemOut:
+      return c.stem_out(stage);
   }
   return 0;
 }
 
-bool needed(Needs needs, const ModelConfig& c, Purpose purpose) {
+bool needed(Needs needs, const ModelConfig& c, Purpose purpose, int stage) {
   const bool training = purpose.training;
+  const bool hidden_stage = stage >= 0 && stage + 1 < c.stem_stages();
   switch (needs) {
     case always:
       return true;
@@ -185,14 +216,22 @@ bool needed(Needs needs, const ModelConfig& c, Purpose purpose) {
              (c.attention == AttentionForm::additive || c.attention == AttentionForm::cosine);
     case with_attention_grads:
       return training && purpose.attention_grads;
+    case with_conv_stem_in_training:
+      return training && c.stem_stages() > 0;
+    case stem_hidden:
+      return hidden_stage;
+    case stem_hidden_in_training:
+      return training && hidden_stage;
+    case stem_input_grad:
+      return training && stage > 0;
   }
   return false;
 }
 
 template <class Owner>
-double elements(const BufferSpec<Owner>& spec, const ModelConfig& c, int batch) {
+double elements(const BufferSpec<Owner>& spec, const ModelConfig& c, int batch, int stage) {
   double n = 1;
-  for (Dim d : spec.shape) n *= extent(d, c, batch);
+  for (Dim d : spec.shape) n *= extent(d, c, batch, stage);
   return n;
 }
 
@@ -204,8 +243,8 @@ bool is_mask(const BufferSpec<Owner>& spec) {
 // Each buffer starts on a cache line: its element count is rounded up to whole lines.
 constexpr int64_t kLineBytes = 64;
 template <class Owner>
-double aligned_bytes(const BufferSpec<Owner>& spec, const ModelConfig& c, int batch) {
-  const double bytes = elements(spec, c, batch) * (is_mask(spec) ? 1 : sizeof(float));
+double aligned_bytes(const BufferSpec<Owner>& spec, const ModelConfig& c, int batch, int stage) {
+  const double bytes = elements(spec, c, batch, stage) * (is_mask(spec) ? 1 : sizeof(float));
   return std::ceil(bytes / kLineBytes) * kLineBytes;
 }
 
@@ -215,13 +254,17 @@ T* align_to_line(T* p) {
                               ~uintptr_t(kLineBytes - 1));
 }
 
-// Calls visit(spec, owner) for every buffer in the table, blocks first, with `owner` the
-// struct its field lives in (nullptr when `acts` is).
+// Calls visit(spec, owner, stage) for every buffer in the tables, the stem's stages first,
+// then the blocks, then the model's own, with `owner` the struct its field lives in (nullptr
+// when `acts` is) and `stage` the stem stage (-1 outside the stem).
 template <class Visit>
-void for_each_buffer(int depth, Activations* acts, Visit&& visit) {
-  for (int l = 0; l < depth; ++l)
-    for (const auto& spec : kBlockBuffers) visit(spec, acts ? &acts->blocks[size_t(l)] : nullptr);
-  for (const auto& spec : kModelBuffers) visit(spec, acts);
+void for_each_buffer(const ModelConfig& c, Activations* acts, Visit&& visit) {
+  for (int s = 0; s < c.stem_stages(); ++s)
+    for (const auto& spec : kStemBuffers) visit(spec, acts ? &acts->stem[size_t(s)] : nullptr, s);
+  for (int l = 0; l < c.depth; ++l)
+    for (const auto& spec : kBlockBuffers)
+      visit(spec, acts ? &acts->blocks[size_t(l)] : nullptr, -1);
+  for (const auto& spec : kModelBuffers) visit(spec, acts, -1);
 }
 
 // Both flat buffers carry one line of slack, to start their first buffer on a line.
@@ -232,11 +275,12 @@ constexpr double kSlackBytes = 2 * kLineBytes;
 std::vector<ActivationBuffer> activation_buffers(const ModelConfig& c, int batch, bool training,
                                                  bool attention_grads) {
   std::vector<ActivationBuffer> list;
-  for_each_buffer(c.depth, nullptr, [&](const auto& spec, auto*) {
-    if (!needed(spec.needs, c, {training, attention_grads})) return;
+  for_each_buffer(c, nullptr, [&](const auto& spec, auto*, int stage) {
+    if (!needed(spec.needs, c, {training, attention_grads}, stage)) return;
+    const double bytes = aligned_bytes(spec, c, batch, stage);
     for (ActivationBuffer& seen : list)
-      if (seen.name == spec.name) return void(seen.bytes += aligned_bytes(spec, c, batch));
-    list.push_back({spec.name, aligned_bytes(spec, c, batch)});
+      if (seen.name == spec.name) return void(seen.bytes += bytes);
+    list.push_back({spec.name, bytes});
   });
   return list;
 }
@@ -257,18 +301,19 @@ Activations::Activations(const ModelConfig& c, int B, bool for_training, bool ke
   const Purpose purpose{training, attention_grads};
   check_vit_fits_memory(c, B, for_training);
   blocks.resize(size_t(c.depth));
+  stem.resize(size_t(c.stem_stages()));
   attention_slots = attention_threads();
   double float_bytes = kLineBytes, mask_bytes = kLineBytes;
-  for_each_buffer(c.depth, nullptr, [&](const auto& spec, auto*) {
-    if (needed(spec.needs, c, purpose))
-      (is_mask(spec) ? mask_bytes : float_bytes) += aligned_bytes(spec, c, B);
+  for_each_buffer(c, nullptr, [&](const auto& spec, auto*, int stage) {
+    if (needed(spec.needs, c, purpose, stage))
+      (is_mask(spec) ? mask_bytes : float_bytes) += aligned_bytes(spec, c, B, stage);
   });
   floats_ = Tensor1::from_shape({size_t(float_bytes) / sizeof(float)});
   masks_ = Mask1::from_shape({size_t(mask_bytes)});
   char* next_float = reinterpret_cast<char*>(align_to_line(floats_.data()));
   char* next_mask = reinterpret_cast<char*>(align_to_line(masks_.data()));
-  for_each_buffer(c.depth, this, [&](const auto& spec, auto* owner) {
-    const bool exists = needed(spec.needs, c, purpose);
+  for_each_buffer(c, this, [&](const auto& spec, auto* owner, int stage) {
+    const bool exists = needed(spec.needs, c, purpose, stage);
     char*& next = is_mask(spec) ? next_mask : next_float;
     std::visit(
         [&](auto field) {
@@ -276,9 +321,9 @@ Activations::Activations(const ModelConfig& c, int B, bool for_training, bool ke
           owner->*field = exists ? reinterpret_cast<Pointer>(next) : nullptr;
         },
         spec.field);
-    if (exists) next += int64_t(aligned_bytes(spec, c, B));
+    if (exists) next += int64_t(aligned_bytes(spec, c, B, stage));
   });
-  if (training) std::fill_n(ones, int64_t(B) * c.tokens(), 1.0f);
+  if (training) std::fill_n(ones, int64_t(B * extent(OnesRows, c, B, -1)), 1.0f);
 }
 
 int64_t Activations::bytes() const {

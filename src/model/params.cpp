@@ -51,8 +51,19 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
     specs.back().trainable = false;
     specs.back().sincos_grid = c.grid();
   }
-  add("patch_embed.proj.weight", {D, c.patch_channels(), c.patch_size, c.patch_size}, patch, true,
-      &ViTParams::patch_w);
+  for (int s = 0; s < c.stem_stages(); ++s) {
+    // Conv2d's default as for the projection, over each convolution's own fan-in.
+    const Init conv{ParamInit::uniform, 1.0 / std::sqrt(9.0 * c.stem_in(s))};
+    const std::string prefix = "patch_embed.stem." + std::to_string(s) + ".";
+    add(prefix + "weight", {c.stem_out(s), c.stem_in(s), 3, 3}, conv, true, nullptr);
+    specs.back().stage = s;
+    specs.back().stage_field = &StemParams::weight;
+    add(prefix + "bias", {c.stem_out(s)}, conv, false, nullptr);
+    specs.back().stage = s;
+    specs.back().stage_field = &StemParams::bias;
+  }
+  add("patch_embed.proj.weight", {D, c.patch_channels(), c.patch_kernel(), c.patch_kernel()},
+      patch, true, &ViTParams::patch_w);
   add("patch_embed.proj.bias", {D}, patch, false, &ViTParams::patch_b);
   for (int l = 0; l < c.depth; ++l) {
     add_block(l, "norm1.weight", {D}, ones, false, &B::norm1_w);
@@ -102,9 +113,13 @@ double vit_param_count(const ModelConfig& c) {
 ViTParams bind_params(float* base, const std::vector<ParamSpec>& specs, int depth) {
   ViTParams p;
   p.blocks.resize(size_t(depth));
+  for (const ParamSpec& s : specs)
+    if (s.stage >= 0) p.stem.resize(std::max(p.stem.size(), size_t(s.stage) + 1));
   for (const ParamSpec& s : specs) {
     if (s.block >= 0)
       p.blocks[size_t(s.block)].*s.block_field = base + s.offset;
+    else if (s.stage >= 0)
+      p.stem[size_t(s.stage)].*s.stage_field = base + s.offset;
     else
       p.*s.model_field = base + s.offset;
   }

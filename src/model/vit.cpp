@@ -10,6 +10,7 @@
 
 #include "minivit/core/error.h"
 #include "minivit/core/rng.h"
+#include "conv_stem.h"
 #include "vit_passes.h"
 #include "minivit/kernels/threads.h"
 #include "minivit/nn/attention.h"
@@ -108,7 +109,7 @@ static void check_forward(const ViT& model, const Activations& acts, const float
   if (!built_for(acts.config, model.config))
     throw Error(
         "vit_forward: the activations were built for another model (dim, depth, heads, "
-        "mlp_dim, tokens, pooling, classes, attention form or dropout differ)");
+        "mlp_dim, tokens, pooling, patch embedding, classes, attention form or dropout differ)");
   if (B < 1 || B > acts.max_batch)
     throw Error("vit_forward: batch " + std::to_string(B) + " is outside 1.." +
                 std::to_string(acts.max_batch) + ", the batch the activations were built for");
@@ -147,8 +148,11 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
 
   float* patches = at(acts.patches, int64_t(N) * PL);
   float* patch_proj = at(acts.patch_proj, int64_t(N) * D);
-  patchify(patches, images + b0 * image_len, n, c.channels, c.image_size, c.patch_size,
-           c.patch_embed == PatchEmbedKind::shifted);
+  if (c.patch_embed == PatchEmbedKind::conv)
+    stem_forward_chunk(model, acts, images + b0 * image_len, b0, n);
+  else
+    patchify(patches, images + b0 * image_len, n, c.channels, c.image_size, c.patch_size,
+             c.patch_embed == PatchEmbedKind::shifted);
   linear_forward(patch_proj, patches, w.patch_w, w.patch_b, n * N, PL, D);
   // No pos_embed with model.pos_embed = none: w.pos_embed is null and nothing is added.
   if (c.has_cls_token())
@@ -242,13 +246,22 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
 
 int vit_batch_filling_threads() { return kChunkImages * num_threads(); }
 
+// The conv stem's convolutions, forward, per image; stage 0's share apart, as its input
+// (the image) takes no gradient.
+static double stem_flops(const ModelConfig& c, int first_stage) {
+  double flops = 0.0;
+  for (int s = first_stage; s < c.stem_stages(); ++s)
+    flops += 2.0 * c.stem_side(s) * c.stem_side(s) * 9.0 * c.stem_in(s) * c.stem_out(s);
+  return flops;
+}
+
 double vit_forward_flops(const ModelConfig& c) {
   const double T = c.tokens(), N = c.patches(), D = c.dim, M = c.mlp_dim, K = c.num_classes;
   const double per_block = 2 * T * D * 3 * D   // qkv
                            + 2 * 2 * T * T * D  // q k^T and P v over all heads
                            + 2 * T * D * D      // proj
                            + 2 * 2 * T * D * M; // fc1, fc2
-  return 2 * N * c.patch_len() * D + c.depth * per_block + 2 * D * K;
+  return stem_flops(c, 0) + 2 * N * c.patch_len() * D + c.depth * per_block + 2 * D * K;
 }
 
 }  // namespace minivit
@@ -256,7 +269,10 @@ double vit_forward_flops(const ModelConfig& c) {
 namespace minivit {
 
 double vit_train_flops(const ModelConfig& c) {
-  const double patch_input_grad = 2.0 * c.patches() * c.patch_len() * c.dim;
+  // The pixels take no gradient: the first layer's product with them is done twice, not three times.
+  const double patch_input_grad = c.stem_stages() > 0
+                                      ? stem_flops(c, 0) - stem_flops(c, 1)
+                                      : 2.0 * c.patches() * c.patch_len() * c.dim;
   return 3 * vit_forward_flops(c) - patch_input_grad;
 }
 

@@ -11,6 +11,7 @@
 #include "minivit/nn/linear.h"
 #include "minivit/nn/mean_pool.h"
 #include "minivit/nn/patch_embed.h"
+#include "conv_stem.h"
 #include "vit_passes.h"
 
 namespace minivit {
@@ -203,8 +204,12 @@ void vit_backward(ViT& model, Activations& acts, int B) {
     embed_tokens_backward(acts.dpatch_proj, g.cls_token, dpos, dx, B, N, D);
   else
     embed_patch_tokens_backward(acts.dpatch_proj, dpos, dx, B, N, D);
-  linear_backward(nullptr, g.patch_w, g.patch_b, acts.dpatch_proj, acts.patches,
-                  w.patch_w, B * N, c.patch_len(), D, acts.ones);
+  // Behind a conv stem the projection's input takes a gradient too; patch pixels do not.
+  const bool stem = c.stem_stages() > 0;
+  if (stem) zero(acts.dpatches, int64_t(B) * N * c.patch_len());
+  linear_backward(stem ? acts.dpatches : nullptr, g.patch_w, g.patch_b, acts.dpatch_proj,
+                  acts.patches, w.patch_w, B * N, c.patch_len(), D, acts.ones);
+  if (stem) stem_backward(model, acts, B);
 }
 
 }  // namespace minivit

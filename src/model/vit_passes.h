@@ -113,7 +113,8 @@ inline bool built_for(const ModelConfig& built, const ModelConfig& c) {
          built.patch_size == c.patch_size && built.dim == c.dim && built.depth == c.depth &&
          built.heads == c.heads && built.mlp_dim == c.mlp_dim &&
          built.num_classes == c.num_classes && built.attention == c.attention &&
-         built.pool == c.pool &&
+         built.pool == c.pool && built.patch_embed == c.patch_embed &&
+         (c.patch_embed != PatchEmbedKind::conv || built.stem_channels == c.stem_channels) &&
          (built.dropout > 0.0f) == (c.dropout > 0.0f) &&
          (built.attention_dropout > 0.0f) == (c.attention_dropout > 0.0f) &&
          (built.drop_path > 0.0f) == (c.drop_path > 0.0f);

@@ -1,5 +1,7 @@
 #include "minivit/nn/gelu.h"
 
+#include <algorithm>
+
 #include "minivit/kernels/threads.h"
 #include "minivit/kernels/vecmath.h"
 
@@ -31,7 +33,11 @@ void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
-  for_ranges(n, n > 65536, [&](int64_t begin, int64_t end) {
+  // Pieces of whole vectors: the compiler's remainder loop may round an element apart from
+  // the vector body, so a cut by thread count inside a vector would move the rounding.
+  constexpr int64_t kLanes = 16;
+  for_ranges((n + kLanes - 1) / kLanes, n > 65536, [&](int64_t v0, int64_t v1) {
+  const int64_t begin = v0 * kLanes, end = std::min(n, v1 * kLanes);
 #pragma omp simd simdlen(16)
   for (int64_t i = begin; i < end; ++i) {
     const float x = inp[i];

@@ -136,3 +136,53 @@ TEST_CASE("train, eval, info and resume with shifted patches", "[cli][forms]") {
   CHECK_THAT(resumed.err,
              Contains("written for model.patch_embed = \"shifted\", but the config asks for \"linear\""));
 }
+
+TEST_CASE("train, eval, attention, info and resume with a conv stem", "[cli][forms]") {
+  TempDir dir("conv_stem_cli");
+  const std::string data = dir.str("data"), out = dir.str("run"), config = dir.str("tiny.toml");
+  write_tiny_idx_dataset(data, 320, 96, 12, 4);  // 12x12 grey images: 3x3 patches of 4x4
+  write_text(config, tiny_config_toml(data, out, 12, 4));
+  const std::string stem = " --set model.patch_embed=conv --set model.stem_channels=8";
+  const RunResult train = run_minivit("train --config " + config + stem + " --set train.max_steps=20");
+  INFO(train.err);
+  REQUIRE(train.exit_code == 0);
+
+  // Two stride-2 convolutions (12 -> 6 -> 3 pixels a side), then the 1x1 projection.
+  const std::string last = out + "/last.safetensors";
+  const minivit::SafetensorsFile file = minivit::read_safetensors(last);
+  CHECK(file.tensors.at("patch_embed.stem.0.weight").shape == std::vector<int64_t>{8, 1, 3, 3});
+  CHECK(file.tensors.at("patch_embed.stem.1.weight").shape == std::vector<int64_t>{16, 8, 3, 3});
+  CHECK(file.tensors.at("patch_embed.proj.weight").shape == std::vector<int64_t>{16, 16, 1, 1});
+  CHECK(file.metadata.at("minivit.model.patch_embed") == "\"conv\"");
+  CHECK(file.metadata.at("minivit.model.stem_channels") == "8");
+
+  // eval rebuilds the same model, stem included, from the checkpoint alone.
+  check_eval_repeats_training(dir, out);
+
+  // The tokens are still one per 4x4 patch, so the attention maps keep their grid.
+  const std::string maps = dir.str("maps");
+  const RunResult attention = run_minivit("attention --checkpoint " + last + " --index 0 --out " + maps);
+  INFO(attention.err);
+  REQUIRE(attention.exit_code == 0);
+  CHECK(minivit::read_npy(maps + "/attention.npy").shape.back() == 10);  // CLS + 9 patches
+
+  const RunResult info = run_minivit("info " + last);
+  REQUIRE(info.exit_code == 0);
+  CHECK_THAT(info.out,
+             Contains("patches of 4x4 pixels through a conv stem of 2 stride-2 3x3 convolutions "
+                      "(8, 16 channels)") &&
+                 Contains("patch_embed = \"conv\"") && Contains("stem_channels = 8"));
+
+  // Resuming continues the stem; other stem widths and plain patches are refused by name.
+  const RunResult wider = run_minivit("train --resume " + out + " --set model.stem_channels=16");
+  CHECK(wider.exit_code == 1);
+  CHECK_THAT(wider.err, Contains("written for model.stem_channels = 8, but the config asks for 16"));
+  const RunResult linear = run_minivit("train --resume " + out + " --set model.patch_embed=linear");
+  CHECK(linear.exit_code == 1);
+  CHECK_THAT(linear.err,
+             Contains("written for model.patch_embed = \"conv\", but the config asks for \"linear\""));
+  const RunResult resumed = run_minivit("train --resume " + out + " --set train.max_steps=30");
+  INFO(resumed.err);
+  CHECK(resumed.exit_code == 0);
+  CHECK(minivit::read_safetensors(last).metadata.at("minivit.step") == "30");
+}

@@ -37,6 +37,7 @@ void require_same(const Config& a, const Config& b) {
   CHECK(a.model.pos_embed == b.model.pos_embed);
   CHECK(a.model.pool == b.model.pool);
   CHECK(a.model.patch_embed == b.model.patch_embed);
+  CHECK(a.model.stem_channels == b.model.stem_channels);
   CHECK(a.data.format == b.data.format);
   CHECK(a.data.path == b.data.path);
   CHECK(a.data.mean == b.data.mean);
@@ -93,7 +94,8 @@ Config unusual_config() {
   c.model.attention = minivit::AttentionForm::cosine;
   c.model.pos_embed = minivit::PosEmbedKind::sincos2d;
   c.model.pool = minivit::PoolKind::mean;
-  c.model.patch_embed = minivit::PatchEmbedKind::shifted;
+  c.model.patch_embed = minivit::PatchEmbedKind::conv;
+  c.model.stem_channels = 24;
   c.data.format = DataFormat::folder;
   c.data.path = "/data/my \"quoted\" dir/ünïcode\tand tab";
   c.data.mean = {0.4914f, 0.4822f, 0.4465f};
@@ -420,7 +422,7 @@ TEST_CASE("config_to_toml reads back to the same config", "[config]") {
 
 TEST_CASE("config_to_flat and config_from_flat invert each other", "[config]") {
   auto flat = minivit::config_to_flat(Config{});
-  CHECK(flat.size() == 52);
+  CHECK(flat.size() == 53);
   auto has = [&](const std::string& key, const std::string& value) {
     for (const auto& [k, v] : flat)
       if (k == key) return v == value;

@@ -51,9 +51,35 @@ TEST_CASE("shifted patches need patches of 2 pixels or more", "[config][forms]")
                                    {"model.patch_embed=shifted"}),
                       "--set model.patch_embed=shifted: key 'model.patch_embed': \"shifted\" "
                       "needs model.patch_size >= 2, but model.patch_size = 1");
-  REQUIRE_THROWS_WITH(parse_config("[model]\npatch_embed = \"conv\"\n", "cfg.toml"),
+  REQUIRE_THROWS_WITH(parse_config("[model]\npatch_embed = \"convolution\"\n", "cfg.toml"),
                       "cfg.toml:2: key 'model.patch_embed': expected one of \"linear\", "
-                      "\"shifted\", got \"conv\"");
+                      "\"shifted\", \"conv\", got \"convolution\"");
+}
+
+TEST_CASE("a conv stem needs patches of a power of two pixels", "[config][forms]") {
+  const auto conv = parse_config("[model]\npatch_embed = \"conv\"\nstem_channels = 16\n", "cfg.toml");
+  CHECK(conv.model.patch_embed == minivit::PatchEmbedKind::conv);
+  CHECK(conv.model.stem_channels == 16);
+  CHECK(parse_config("", "cfg.toml").model.stem_channels == 32);
+  CHECK_NOTHROW(parse_config("[model]\npatch_embed = \"conv\"\npatch_size = 2\nimage_size = 28\n",
+                             "cfg.toml"));
+  // 28 is divisible by 7, but halving twice does not reach 7-pixel patches.
+  REQUIRE_THROWS_WITH(
+      parse_config("[model]\npatch_embed = \"conv\"\npatch_size = 7\n", "cfg.toml"),
+      "cfg.toml:3: key 'model.patch_size': 7 is not a power of two of at least 2, as "
+      "model.patch_embed = \"conv\" needs (one stride-2 convolution per halving)");
+  REQUIRE_THROWS_WITH(
+      parse_config("[model]\npatch_size = 1\n", "cfg.toml", {"model.patch_embed=conv"}),
+      "--set model.patch_embed=conv: key 'model.patch_embed': \"conv\" needs model.patch_size a "
+      "power of two of at least 2, but model.patch_size = 1");
+  REQUIRE_THROWS_WITH(parse_config("[model]\nstem_channels = 0\n", "cfg.toml"),
+                      "cfg.toml:2: key 'model.stem_channels': expected a positive integer up to "
+                      "65536, got 0");
+  REQUIRE_THROWS_WITH(
+      parse_config("[model]\npatch_embed = \"conv\"\nimage_size = 256\npatch_size = 256\n"
+                   "stem_channels = 1024\n", "cfg.toml"),
+      "cfg.toml:5: key 'model.stem_channels': 1024 doubled at each of the 8 convolutions "
+      "exceeds 65536 channels");
 }
 
 TEST_CASE("out-of-range values name the key and line", "[config]") {

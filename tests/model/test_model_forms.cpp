@@ -239,6 +239,56 @@ TEST_CASE("shifted patches: the projection takes five times the channels, and it
   check_model_gradients(c);
 }
 
+TEST_CASE("a conv stem: stride-2 3x3 convolutions doubling their channels, a 1x1 projection, "
+          "and gradients that match finite differences", "[model][forms][grad]") {
+  ModelConfig c = with_pos_embed(PosEmbedKind::learned, PoolKind::mean);
+  c.patch_embed = PatchEmbedKind::conv;
+  c.stem_channels = 3;
+  REQUIRE(c.stem_stages() == 2);  // 8 -> 4 -> 2: one position a 4x4 patch
+  ViT model(c);
+  const ParamSpec* first = model.find("patch_embed.stem.0.weight");
+  const ParamSpec* second = model.find("patch_embed.stem.1.weight");
+  const ParamSpec* proj = model.find("patch_embed.proj.weight");
+  REQUIRE(first);
+  REQUIRE(second);
+  REQUIRE(proj);
+  CHECK(first->shape == std::vector<int64_t>{3, c.channels, 3, 3});
+  CHECK(second->shape == std::vector<int64_t>{6, 3, 3, 3});
+  CHECK(model.find("patch_embed.stem.1.bias")->shape == std::vector<int64_t>{6});
+  CHECK(proj->shape == std::vector<int64_t>{c.dim, 6, 1, 1});
+  CHECK(!model.find("patch_embed.stem.2.weight"));
+  // The stem comes first in the table, so in timm's state_dict order before the projection.
+  CHECK(first->offset < proj->offset);
+  check_model_gradients(c);
+  c.pool = PoolKind::cls;
+  check_model_gradients(c);
+  // Three stages for 8-pixel patches on a 16-pixel image, one for 2-pixel patches.
+  c.image_size = 16;
+  c.patch_size = 8;
+  CHECK(c.stem_stages() == 3);
+  check_model_gradients(c);
+  c.patch_size = 2;
+  CHECK(c.stem_stages() == 1);
+  check_model_gradients(c);
+}
+
+TEST_CASE("activations built for one patch embedding are refused by another",
+          "[model][forms][errors]") {
+  ModelConfig c = with_pos_embed(PosEmbedKind::learned, PoolKind::mean);
+  Activations linear_acts(c, 2, true);
+  c.patch_embed = PatchEmbedKind::conv;
+  ViT model(c);
+  model.init(3);
+  const auto images = random_vector(2 * c.channels * c.image_size * c.image_size, 1.0f, 4);
+  CHECK_THROWS_WITH(vit_forward(model, linear_acts, images.data(), 2, true, 0),
+                    Catch::Contains("built for another model"));
+  Activations stem_acts(c, 2, true);
+  c.stem_channels = 5;
+  ViT wider(c);
+  CHECK_THROWS_WITH(vit_forward(wider, stem_acts, images.data(), 2, true, 0),
+                    Catch::Contains("built for another model"));
+}
+
 TEST_CASE("activations built for one pooling are refused by the other", "[model][forms][errors]") {
   const ModelConfig mean_config = with_pos_embed(PosEmbedKind::learned, PoolKind::mean);
   ViT model(mean_config);

@@ -123,7 +123,9 @@ TEST_CASE("the activations hold exactly what the table describes", "[model][stat
 }
 
 TEST_CASE("the parameter table is the model's layout and initialisation", "[model][state]") {
-  const ModelConfig c = tiny_model_config();
+  ModelConfig c = tiny_model_config();
+  SECTION("patches") {}
+  SECTION("a conv stem") { c.patch_embed = PatchEmbedKind::conv; }
   ViT model(c);
   model.init(5);
   CHECK(vit_param_count(c) == double(model.num_params));
@@ -134,8 +136,9 @@ TEST_CASE("the parameter table is the model's layout and initialisation", "[mode
     next += s.size;
     const float* w = model.weights.data() + s.offset;
     // Every field of ViTParams points at its own row of the table.
-    const float* bound =
-        s.block >= 0 ? model.w.blocks[size_t(s.block)].*s.block_field : model.w.*s.model_field;
+    const float* bound = s.block >= 0   ? model.w.blocks[size_t(s.block)].*s.block_field
+                         : s.stage >= 0 ? model.w.stem[size_t(s.stage)].*s.stage_field
+                                        : model.w.*s.model_field;
     CHECK(bound == w);
     switch (s.init) {
       case ParamInit::zeros:

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from vit_files import load_batch, parse_floats, read_safetensors, write_safetensors
 from minivit_draws import drop_path_scales, dropout_masks
-from vit_model import (FORM_CHOICES, MODEL_KEYS, ViT, attention_maps, build_model,
+from vit_model import (FORM_CHOICES, MODEL_KEYS, ViT, attention_maps, build_model, stem_widths,
                        config_from_weights, model_metadata, random_weights, set_bf16_products,
                        state_to_numpy)
 from vit_selftest import check_score_variance, selftest_forms, selftest_one
@@ -171,7 +171,15 @@ def forward_flops(cfg):
     N = (cfg["image_size"] // P) ** 2
     T = N + 1 if cfg.get("pool", "cls") == "cls" else N
     per_block = 2 * T * D * 3 * D + 2 * 2 * T * T * D + 2 * T * D * D + 2 * 2 * T * D * M
-    return 2 * N * D * C * P * P + cfg["depth"] * per_block + 2 * D * cfg["num_classes"]
+    embed = 2 * N * D * C * P * P
+    widths = stem_widths(cfg)
+    if widths:  # the stem's convolutions, then a 1x1 projection
+        side, c_in, embed = cfg["image_size"], C, 2 * N * D * widths[-1]
+        for c_out in widths:
+            side = (side + 1) // 2
+            embed += 2 * side * side * 9 * c_in * c_out
+            c_in = c_out
+    return embed + cfg["depth"] * per_block + 2 * D * cfg["num_classes"]
 
 
 def cmd_bench(args):
@@ -271,6 +279,8 @@ def add_model_args(p, form_defaults=True):
     p.add_argument("--num-classes", dest="num_classes", type=int, default=10)
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--attention-dropout", dest="attention_dropout", type=float, default=0.0)
+    p.add_argument("--stem-channels", dest="stem_channels", type=int, default=32,
+                   help="model.stem_channels: the conv stem's first width (patch_embed conv)")
     add_form_args(p, form_defaults)
 
 

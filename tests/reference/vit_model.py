@@ -11,14 +11,14 @@ import torch.nn.functional as F
 
 MODEL_KEYS = ("image_size", "channels", "patch_size", "dim", "depth", "heads", "mlp_dim",
               "dropout", "attention_dropout", "num_classes", "attention", "pos_embed", "pool",
-              "patch_embed")
+              "patch_embed", "stem_channels")
 # The model forms, by the words minivit's config uses; the first of each is the default,
 # which is also what a file without the metadata key means.
 FORM_CHOICES = OrderedDict([
     ("attention", ("scaled_dot", "dot", "additive", "cosine")),
     ("pos_embed", ("learned", "sincos2d", "none")),
     ("pool", ("cls", "mean")),
-    ("patch_embed", ("linear", "shifted")),
+    ("patch_embed", ("linear", "shifted", "conv")),
 ])
 LN_EPS = 1e-6  # timm's ViT uses 1e-6, not torch's default 1e-5
 LOGIT_SCALE_MAX = math.log(100.0)  # Swin v2 caps the cosine temperature at 100
@@ -36,17 +36,40 @@ def with_diagonal_shifts(x, h):
     return torch.cat(copies, dim=1)
 
 
+def stem_widths(cfg):
+    """The conv stem's output channels, stage by stage: log2 patch_size stride-2 convolutions
+    from stem_channels, doubling; none unless patch_embed is "conv"."""
+    if cfg.get("patch_embed", "linear") != "conv":
+        return []
+    stages = int(round(math.log2(cfg["patch_size"])))
+    return [cfg.get("stem_channels", 32) << s for s in range(stages)]
+
+
 class PatchEmbed(nn.Module):
-    def __init__(self, channels, patch_size, dim, shifted=False):
+    def __init__(self, channels, patch_size, dim, form="linear", stem_channels=32):
         super().__init__()
-        self.shift = patch_size // 2 if shifted else 0
+        self.shift = patch_size // 2 if form == "shifted" else 0
+        if form == "conv":
+            # Early convolutions (Xiao et al. 2021): 3x3, stride 2, padding 1, each followed
+            # by GELU, halving the image down to one position a patch; then a 1x1 projection.
+            widths = stem_widths(dict(patch_embed="conv", patch_size=patch_size,
+                                      stem_channels=stem_channels))
+            self.stem = nn.ModuleList(
+                nn.Conv2d(c_in, c_out, 3, stride=2, padding=1)
+                for c_in, c_out in zip([channels] + widths[:-1], widths))
+            self.proj = nn.Conv2d(widths[-1], dim, 1)
+            return
+        self.stem = None
         # A stride-P conv is the same as flattening each patch in (channel, row, column)
         # order and applying a linear map, which is how the contract defines it.
-        self.proj = nn.Conv2d(channels * (5 if shifted else 1), dim, patch_size, stride=patch_size)
+        self.proj = nn.Conv2d(channels * (5 if self.shift else 1), dim, patch_size, stride=patch_size)
 
     def forward(self, x):
         if self.shift:
             x = with_diagonal_shifts(x, self.shift)
+        if self.stem is not None:
+            for conv in self.stem:
+                x = F.gelu(conv(x))
         return self.proj(x).flatten(2).transpose(1, 2)  # (B, N, D), patches row-major
 
 
@@ -240,7 +263,8 @@ class ViT(nn.Module):
         else:
             self.pos_embed = None
         self.patch_embed = PatchEmbed(cfg["channels"], cfg["patch_size"], D,
-                                      cfg.get("patch_embed", "linear") == "shifted")
+                                      cfg.get("patch_embed", "linear"),
+                                      cfg.get("stem_channels", 32))
         self.blocks = nn.ModuleList(
             Block(D, cfg["heads"], cfg["mlp_dim"], cfg.get("dropout", 0.0),
                   cfg.get("attention_dropout", 0.0), cfg.get("attention", "scaled_dot"))
@@ -282,7 +306,14 @@ def expected_shapes(cfg):
     if cfg.get("pos_embed", "learned") != "none":
         s["pos_embed"] = (1, N + 1 if cls_pool else N, D)
     shifted = cfg.get("patch_embed", "linear") == "shifted"
-    s["patch_embed.proj.weight"] = (D, 5 * C if shifted else C, P, P)
+    widths = stem_widths(cfg)
+    for i, c_out in enumerate(widths):
+        s["patch_embed.stem.%d.weight" % i] = (c_out, widths[i - 1] if i else C, 3, 3)
+        s["patch_embed.stem.%d.bias" % i] = (c_out,)
+    if widths:
+        s["patch_embed.proj.weight"] = (D, widths[-1], 1, 1)
+    else:
+        s["patch_embed.proj.weight"] = (D, 5 * C if shifted else C, P, P)
     s["patch_embed.proj.bias"] = (D,)
     for i in range(cfg["depth"]):
         b = "blocks.%d." % i
@@ -377,6 +408,16 @@ def config_from_weights(tensors, metadata, heads=None):
     D, C, P, _ = tensors["patch_embed.proj.weight"].shape
     if forms["patch_embed"] == "shifted":
         C //= 5  # the image's channels, then four shifted copies of them
+    stem_channels = 32  # minivit's default, which a model without a stem carries unused
+    if forms["patch_embed"] == "conv":
+        # Each stride-2 convolution halves the image: 2^stages pixels a patch side.
+        stages = 0
+        while ("patch_embed.stem.%d.weight" % stages) in tensors:
+            stages += 1
+        if stages == 0:
+            raise SystemExit("error: patch_embed \"conv\" but no patch_embed.stem.0.weight")
+        stem_channels, C = tensors["patch_embed.stem.0.weight"].shape[:2]
+        P = 2 ** stages
     if "pos_embed" in tensors:
         prefix = 1 if forms["pool"] == "cls" else 0
         grid = int(round(math.sqrt(tensors["pos_embed"].shape[1] - prefix)))
@@ -396,7 +437,7 @@ def config_from_weights(tensors, metadata, heads=None):
     cfg = dict(image_size=image_size, channels=C, patch_size=P, dim=D, depth=depth, heads=heads,
                mlp_dim=tensors["blocks.0.mlp.fc1.weight"].shape[0],
                num_classes=tensors["head.weight"].shape[0],
-               dropout=0.0, attention_dropout=0.0, **forms)
+               dropout=0.0, attention_dropout=0.0, stem_channels=int(stem_channels), **forms)
     if D % heads:
         raise SystemExit("error: dim %d not divisible by heads %d" % (D, heads))
     return cfg

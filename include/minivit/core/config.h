@@ -30,6 +30,8 @@ enum class PatchEmbedKind {
   linear,   // each patch's pixels, timm's Conv2d(C, D, P, stride P)
   shifted,  // each patch's pixels and those under it in the image shifted by half a patch
             // along each diagonal: 5 C channels (Lee et al.'s shifted patch tokenization)
+  conv,     // a convolutional stem (Xiao et al.'s early convolutions): log2 P stride-2 3x3
+            // convolutions, each followed by GELU, then a 1x1 projection to D
 };
 
 // What the head reads from the last block.
@@ -67,16 +69,35 @@ struct ModelConfig {
   PosEmbedKind pos_embed = PosEmbedKind::learned;  // sincos2d needs dim % 4 == 0
   PoolKind pool = PoolKind::cls;
   PatchEmbedKind patch_embed = PatchEmbedKind::linear;
+  // Channels of the conv stem's first convolution; each later one doubles them.
+  int stem_channels = 32;
 
   int grid() const { return image_size / patch_size; }
   int patches() const { return grid() * grid(); }
   bool has_cls_token() const { return pool == PoolKind::cls; }
   int tokens() const { return patches() + (has_cls_token() ? 1 : 0); }  // a CLS token first
   int head_dim() const { return dim / heads; }
-  // Channels the patch embedding sees: the image's, and with shifted patches four shifted
-  // copies of them after.
-  int patch_channels() const { return channels * (patch_embed == PatchEmbedKind::shifted ? 5 : 1); }
-  int patch_len() const { return patch_channels() * patch_size * patch_size; }
+  // The conv stem's stride-2 convolutions: log2 patch_size of them (patch_size a power of
+  // two), none without a stem. Stage s maps stem_in(s) channels at stem_side(s - 1) pixels
+  // a side to stem_out(s) channels at stem_side(s) = image_size / 2^(s + 1).
+  int stem_stages() const {
+    if (patch_embed != PatchEmbedKind::conv) return 0;
+    int stages = 0;
+    while ((2 << stages) <= patch_size) ++stages;
+    return stages;
+  }
+  int stem_out(int s) const { return stem_channels << s; }
+  int stem_in(int s) const { return s == 0 ? channels : stem_out(s - 1); }
+  int stem_side(int s) const { return image_size >> (s + 1); }
+  // Channels the patch embedding's projection sees: the image's; with shifted patches four
+  // shifted copies of them after; with a conv stem its last convolution's.
+  int patch_channels() const {
+    if (patch_embed == PatchEmbedKind::conv) return stem_out(stem_stages() - 1);
+    return channels * (patch_embed == PatchEmbedKind::shifted ? 5 : 1);
+  }
+  // The projection's kernel side: a patch, or after a conv stem one position of its grid.
+  int patch_kernel() const { return patch_embed == PatchEmbedKind::conv ? 1 : patch_size; }
+  int patch_len() const { return patch_channels() * patch_kernel() * patch_kernel(); }
 };
 
 struct DataConfig {

@@ -41,6 +41,20 @@ struct BlockActivations {
                      // were built to explain a prediction (keep_attention_grads)
 };
 
+// One convolution of the conv stem (model.patch_embed = "conv"), stage s of
+// ModelConfig::stem_stages(): R = stem_side(s)^2 output positions an image, I = 9
+// stem_in(s) inputs each, O = stem_out(s) channels. Rows are positions in row-major order,
+// channels last, which is how the next stage and the projection read them.
+struct StemActivations {
+  float* cols;   // (B, R, I) each position's 3x3 window of the stage's input (conv_stem.h)
+  float* pre;    // (B, R, O) the convolution, bias added, before GELU
+  float* out;    // (B, R, O) GELU(pre); the last stage writes Activations::patches instead
+  float* dout;   // (B, R, O) gradient at out (training; the last stage's is dpatches)
+  float* dpre;   // (B, R, O) gradient at pre (training)
+  float* dcols;  // (B, R, I) gradient at cols (training, stages after the first: the
+                 // image's pixels take no gradient)
+};
+
 // Where a step's time goes, for the benchmark. Counted while an Activations points at one:
 // the attention core (q k^T, softmax, dropout, P v and their backward) inside the passes,
 // and train_step's phases, which together make up the step.
@@ -60,7 +74,9 @@ struct Activations {
   bool training = false;  // backward's buffers and the dropout masks exist
   bool attention_grads = false;  // backward keeps each block's gradient at att (att_grad)
 
-  float* patches;     // (B, N, C*P*P)
+  std::vector<StemActivations> stem;  // (model.stem_stages())
+  float* patches;     // (B, N, C'*P'*P') what the projection reads: each patch's pixels, or
+                      // the conv stem's last output (ModelConfig::patch_len)
   float* patch_proj;  // (B, N, D)
   std::vector<BlockActivations> blocks;  // (L)
   float* x_final;     // (B, T, D) the residual stream after the last block
@@ -94,8 +110,9 @@ struct Activations {
   float* dgelu;       // (B, T, M) gradient of GELU's output before its dropout
   float* dfc1;        // (B, T, M)
   float* dpatch_proj; // (B, N, D)
+  float* dpatches;    // (B, N, C') gradient at the conv stem's output (training with one)
   // The layers' own scratch.
-  float* ones;                // (B, T) all 1: bias gradients are the product ones^T . dout
+  float* ones;                // (B, max(T, first stem stage's positions)) all 1: bias gradients are the product ones^T . dout
   float* layernorm_partials;  // (2, ...) LayerNorm backward's per-slice weight-gradient sums,
                               // one half for each of a block's two LayerNorms
   float* attention_scratch;   // (slots, per-thread size) the attention core's per-thread rows

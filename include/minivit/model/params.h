@@ -32,11 +32,19 @@ struct BlockParams {
   float* fc2_b;    // (D)
 };
 
+// One convolution of the conv stem (model.patch_embed = "conv").
+struct StemParams {
+  float* weight;  // (C_out, C_in, 3, 3), ModelConfig::stem_out / stem_in
+  float* bias;    // (C_out)
+};
+
 // A tensor the model's form leaves out (see ModelConfig) stays nullptr.
 struct ViTParams {
+  std::vector<StemParams> stem;  // (ModelConfig::stem_stages()), empty without a conv stem
   float* cls_token = nullptr;  // (1, 1, D) when model.pool = cls
   float* pos_embed = nullptr;  // (1, T, D) unless model.pos_embed = none
-  float* patch_w = nullptr;    // (D, C', P, P), C' = ModelConfig::patch_channels()
+  float* patch_w = nullptr;    // (D, C', P', P'), C' = ModelConfig::patch_channels(),
+                               // P' = patch_kernel()
   float* patch_b = nullptr;    // (D)
   std::vector<BlockParams> blocks;  // (L)
   float* norm_w = nullptr;  // (D) the LayerNorm before the head: `norm`, or `fc_norm` (mean pool)
@@ -52,7 +60,8 @@ enum class ParamInit {
   ones,          // LayerNorm scales
   trunc_normal,  // linear weights and the position embedding: N(0, 0.02^2) cut at +-2 std
   normal,        // the CLS token: N(0, 1e-6^2)
-  uniform,       // the patch projection, left at Conv2d's default: U(+-1/sqrt(C*P*P))
+  uniform,       // the patch projection and the stem's convolutions, left at Conv2d's
+                 // default: U(+-1/sqrt(fan_in)), fan_in = C*P*P or C_in*3*3
   constant,      // every entry init_scale: the cosine form's log-temperature, ln 10
   sincos_2d,     // the fixed position table of model.pos_embed = sincos2d (sincos_2d_table)
 };
@@ -69,10 +78,13 @@ struct ParamSpec {
   // never moves them, and their gradient and moments stay zero.
   bool trainable = true;
   int sincos_grid = 0;  // ParamInit::sincos_2d: the side G of the patch grid
-  // Where the tensor is bound: a field of ViTParams, or of ViTParams::blocks[block].
+  // Where the tensor is bound: a field of ViTParams, of ViTParams::blocks[block], or of
+  // ViTParams::stem[stage].
   int block = -1;                                  // -1: not in a block
-  float* ViTParams::*model_field = nullptr;        // when block < 0
+  int stage = -1;                                  // -1: not in the stem
+  float* ViTParams::*model_field = nullptr;        // when block < 0 and stage < 0
   float* BlockParams::*block_field = nullptr;      // when block >= 0
+  float* StemParams::*stage_field = nullptr;       // when stage >= 0
 };
 
 // The table, in the order of timm's state_dict (the order of the flat buffer).

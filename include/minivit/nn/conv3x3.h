@@ -1,0 +1,25 @@
+#pragma once
+// 3x3 convolution of stride 2 and padding 1, the conv stem's (model.patch_embed = "conv"),
+// as a product: gathering each output position's 3x3 window of every input channel into
+// one row, in (channel, row, column) order, the order of PyTorch's weight (C_out, C_in, 3, 3)
+// flattened, makes the convolution linear_forward(rows, weight, bias) and its backward
+// linear_backward plus the scatter below, the gather's adjoint.
+// An S x S input gives (S + 1) / 2 positions a side; the window of output (y, x) covers
+// input rows 2y - 1 .. 2y + 1 and columns 2x - 1 .. 2x + 1, zero outside.
+#include <cstdint>
+
+namespace minivit {
+
+// Output positions a side of a stride-2 convolution over S x S.
+inline int conv3x3_s2_side(int S) { return (S + 1) / 2; }
+
+// rows (B, S_out^2, 9 C) = each position's window, positions row-major. `inp` holds B
+// images of C channels, S x S: (B, C, S, S) when channels_first (the images), else
+// (B, S, S, C) (the stem's own activations, channels last as linear layers write them).
+void conv3x3_s2_gather(float* rows, const float* inp, int B, int C, int S, bool channels_first);
+
+// dinp (B, S, S, C) += every row of drows (B, S_out^2, 9 C) added back to the pixels its
+// entries were gathered from. Each image is one thread's, its sums in a fixed order.
+void conv3x3_s2_scatter(float* dinp, const float* drows, int B, int C, int S);
+
+}  // namespace minivit

@@ -1,0 +1,17 @@
+#pragma once
+// The conv stem's passes (model.patch_embed = "conv"), between the images and the patch
+// projection: stage s = GELU(conv3x3_s2(stage s - 1) + bias), the last writing
+// Activations::patches. Internal to src/model.
+#include "minivit/model/activations.h"
+#include "minivit/model/vit.h"
+
+namespace minivit {
+
+// Images [b0, b0 + n) of the batch (`images` at image b0) through every stage.
+void stem_forward_chunk(const ViT& model, Activations& acts, const float* images, int b0, int n);
+
+// From the gradient at the stem's output (Activations::dpatches, batch B) back through every
+// stage, adding into the stem's weight gradients. The images take no gradient.
+void stem_backward(ViT& model, Activations& acts, int B);
+
+}  // namespace minivit

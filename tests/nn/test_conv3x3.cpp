@@ -1,0 +1,113 @@
+// The conv stem's 3x3 stride-2 convolution: gathering windows into rows and a linear layer
+// over them against the convolution written out pixel by pixel, and the scatter as the
+// gather's adjoint (so linear_backward plus scatter is the convolution's backward).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "gradcheck.h"
+#include "minivit/nn/conv3x3.h"
+#include "minivit/nn/linear.h"
+
+using namespace minivit;
+using namespace minivit_test;
+
+namespace {
+
+// out (B, So, So, O) of a 3x3 convolution, stride 2, padding 1, PyTorch's weight layout
+// (O, C, 3, 3), over inp (B, C, S, S), written out directly, in double.
+std::vector<double> direct_conv(const std::vector<float>& inp, const std::vector<float>& weight,
+                                const std::vector<float>& bias, int B, int C, int S, int O) {
+  const int So = (S + 1) / 2;
+  std::vector<double> out(size_t(B) * So * So * O);
+  for (int b = 0; b < B; ++b)
+    for (int oy = 0; oy < So; ++oy)
+      for (int ox = 0; ox < So; ++ox)
+        for (int o = 0; o < O; ++o) {
+          double sum = bias[size_t(o)];
+          for (int c = 0; c < C; ++c)
+            for (int ky = 0; ky < 3; ++ky)
+              for (int kx = 0; kx < 3; ++kx) {
+                const int y = 2 * oy + ky - 1, x = 2 * ox + kx - 1;
+                if (y < 0 || y >= S || x < 0 || x >= S) continue;
+                sum += double(inp[size_t(((b * C + c) * S + y) * S + x)]) *
+                       weight[size_t(((o * C + c) * 3 + ky) * 3 + kx)];
+              }
+          out[size_t(((b * So + oy) * So + ox) * O + o)] = sum;
+        }
+  return out;
+}
+
+// (B, C, S, S) as (B, S, S, C).
+std::vector<float> channels_last(const std::vector<float>& inp, int B, int C, int S) {
+  std::vector<float> out(inp.size());
+  for (int b = 0; b < B; ++b)
+    for (int c = 0; c < C; ++c)
+      for (int p = 0; p < S * S; ++p)
+        out[size_t((b * S * S + p) * C + c)] = inp[size_t((b * C + c) * S * S + p)];
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gathered windows through a linear layer are the 3x3 stride-2 convolution",
+          "[layers][conv]") {
+  const int B = 2, C = 3, O = 4;
+  for (int S : {8, 7, 2, 1}) {  // even and odd sides: an odd one's last window hangs over
+    INFO("side " << S);
+    const int So = conv3x3_s2_side(S);
+    CHECK(So == (S + 1) / 2);
+    const auto inp = random_vector(B * C * S * S, 1.0f, 10 + S);
+    const auto weight = random_vector(O * C * 9, 1.0f, 20), bias = random_vector(O, 1.0f, 21);
+    const auto want = direct_conv(inp, weight, bias, B, C, S, O);
+    for (bool channels_first : {true, false}) {
+      INFO("channels first " << channels_first);
+      std::vector<float> rows(size_t(B) * So * So * 9 * C, -7.0f), out(want.size());
+      conv3x3_s2_gather(rows.data(), channels_first ? inp.data() : channels_last(inp, B, C, S).data(),
+                        B, C, S, channels_first);
+      linear_forward(out.data(), rows.data(), weight.data(), bias.data(), B * So * So, 9 * C, O);
+      for (size_t i = 0; i < want.size(); ++i) REQUIRE(out[i] == Approx(want[i]).margin(1e-5));
+    }
+  }
+}
+
+TEST_CASE("the scatter is the gather's adjoint: <gather x, y> = <x, scatter y>",
+          "[layers][conv][grad]") {
+  const int B = 3, C = 5;
+  for (int S : {6, 5}) {
+    INFO("side " << S);
+    const int So = conv3x3_s2_side(S);
+    const auto x = random_vector(B * S * S * C, 1.0f, 30), y = random_vector(B * So * So * 9 * C, 1.0f, 31);
+    std::vector<float> gathered(y.size()), scattered(x.size(), 0.0f);
+    conv3x3_s2_gather(gathered.data(), x.data(), B, C, S, false);
+    conv3x3_s2_scatter(scattered.data(), y.data(), B, C, S);
+    double lhs = 0, rhs = 0;
+    for (size_t i = 0; i < y.size(); ++i) lhs += double(gathered[i]) * y[i];
+    for (size_t i = 0; i < x.size(); ++i) rhs += double(x[i]) * scattered[i];
+    CHECK(lhs == Approx(rhs).epsilon(1e-6));
+    // Scatter adds: a second one doubles the result.
+    const std::vector<float> once = scattered;
+    conv3x3_s2_scatter(scattered.data(), y.data(), B, C, S);
+    for (size_t i = 0; i < x.size(); ++i) REQUIRE(scattered[i] == Approx(2 * once[i]).margin(1e-6));
+  }
+}
+
+TEST_CASE("a 3x3 stride-2 convolution's input gradient matches finite differences",
+          "[layers][conv][grad]") {
+  const int B = 2, C = 2, S = 5, O = 3, So = conv3x3_s2_side(S), R = B * So * So;
+  auto inp = random_vector(B * S * S * C, 1.0f, 40);
+  const auto weight = random_vector(O * C * 9, 1.0f, 41), bias = random_vector(O, 1.0f, 42);
+  const auto dout = random_vector(R * O, 1.0f, 43);
+  std::vector<float> rows(size_t(R) * 9 * C), out(size_t(R) * O), drows(rows.size()), dinp(inp.size(), 0.0f);
+  auto loss = [&] {
+    conv3x3_s2_gather(rows.data(), inp.data(), B, C, S, false);
+    linear_forward(out.data(), rows.data(), weight.data(), bias.data(), R, 9 * C, O);
+    double sum = 0;
+    for (size_t i = 0; i < out.size(); ++i) sum += double(out[i]) * dout[i];
+    return sum;
+  };
+  loss();
+  linear_backward_input(drows.data(), dout.data(), weight.data(), R, 9 * C, O, false);
+  conv3x3_s2_scatter(dinp.data(), drows.data(), B, C, S);
+  check_gradients(loss, {{"input", inp.data(), dinp.data(), int64_t(inp.size())}}, 1e-2, 1e-2, 1e-4, 100);
+}
