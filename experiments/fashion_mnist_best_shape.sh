@@ -14,7 +14,9 @@
 # Environment: THREADS (1: one run per core, two at a time, gives the same weights as a run
 # on all cores), VARIANTS (all of: b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90
 # b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16
-# b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2).
+# b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1;
+# the last two put the conv stem, model.patch_embed = "conv", in front of the same blocks, for
+# the epochs that fill the same hour).
 # On one core of a 2-core AMD EPYC (Zen 3) with another run beside it, the first two take
 # about an hour each; alone on both cores (THREADS=2) the third takes 45 min and the next two
 # 54-56 min each. On the Zen 4, alone on both cores, a 150-epoch run takes about 56 min, and
@@ -27,7 +29,7 @@ source "$here/recipe_runs.sh"
 minivit=$(realpath "${1:-$root/build/minivit}")
 out=$(realpath -m "${2:-$root/runs/fashion_mnist_best_shape}")
 threads=${THREADS:-1}
-variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16 b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2"}
+variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16 b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1"}
 
 # What every run shares: the best recipe's training. 4x4 patches (49 tokens), width 64, 4
 # heads, MLP 128, AdamW (lr 3e-3, weight decay 0.05, 900 warm-up steps, then a cosine
@@ -35,8 +37,8 @@ variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 
 # of the training images for validation; fp32 products unless a variant says bf16.
 shared=(--set model.patch_size=4 --set model.dim=64 --set model.heads=4 --set model.mlp_dim=128
         --set model.attention=scaled_dot --set model.pos_embed=learned --set model.dropout=0
-        --set model.attention_dropout=0 --set optim.lr=3e-3 --set optim.weight_decay=0.05
-        --set optim.beta1=0.9 --set optim.beta2=0.999 --set optim.schedule=cosine
+        --set model.attention_dropout=0 --set model.patch_embed=linear --set model.stem_channels=32
+        --set optim.lr=3e-3 --set optim.weight_decay=0.05 --set optim.beta1=0.9 --set optim.beta2=0.999 --set optim.schedule=cosine
         --set optim.warmup_steps=900 --set optim.min_lr=1e-5 --set optim.clip_grad_norm=1.0
         --set optim.label_smoothing=0.1 --set optim.ema_decay=0 --set data.augment=true
         --set data.crop_padding=2 --set data.hflip=0.5 --set data.erasing=0 --set data.mixup=0
@@ -56,6 +58,8 @@ sets_of() {
     b4_mean_e190_bf16) echo "model.depth=4 model.pool=mean model.drop_path=0.1 train.epochs=190 train.precision=bf16" ;;
     b4_mean_e190_bf16_s1) echo "model.depth=4 model.pool=mean model.drop_path=0.1 train.epochs=190 train.precision=bf16 train.seed=1" ;;
     b4_mean_e190_bf16_s2) echo "model.depth=4 model.pool=mean model.drop_path=0.1 train.epochs=190 train.precision=bf16 train.seed=2" ;;
+    b4_mean_conv_e140_bf16) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_embed=conv train.epochs=140 train.precision=bf16" ;;
+    b4_mean_conv_e140_bf16_s1) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_embed=conv train.epochs=140 train.precision=bf16 train.seed=1" ;;
     *) echo "fashion_mnist_best_shape.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
