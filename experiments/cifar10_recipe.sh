@@ -12,12 +12,9 @@
 # Each run takes about 35 min on one core of a 2-core AMD EPYC (Zen 3) with another beside it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
 source "$here/recipe_runs.sh"
-minivit=$(realpath "${1:-$root/build/minivit}")
-out=$(realpath -m "${2:-$root/runs/cifar10_recipe}")
+recipe_setup cifar10_recipe "$@"
 data=$(realpath -m "${DATA:-$root/data/cifar-10-batches-bin}")
-threads=${THREADS:-1}
 variants=${VARIANTS:-"c128_e7 c64_e20 c64_lr3_e20 c64_d4_e30"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 

@@ -24,11 +24,8 @@
 # tiles, 190 epochs with bf16 products on them about 57.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
 source "$here/recipe_runs.sh"
-minivit=$(realpath "${1:-$root/build/minivit}")
-out=$(realpath -m "${2:-$root/runs/fashion_mnist_best_shape}")
-threads=${THREADS:-1}
+recipe_setup fashion_mnist_best_shape "$@"
 variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16 b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1"}
 
 # What every run shares: the best recipe's training. 4x4 patches (49 tokens), width 64, 4

@@ -11,11 +11,8 @@
 # on one thread with another beside it, 4-5 min alone on both.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
 source "$here/recipe_runs.sh"
-minivit=$(realpath "${1:-$root/build/minivit}")
-out=$(realpath -m "${2:-$root/runs/fashion_mnist_default_single}")
-threads=${THREADS:-1}
+recipe_setup fashion_mnist_default_single "$@"
 variants=${VARIANTS:-"base_s0 base_s1 base_s2 ls_s0 ls_s1 flip_s0 ls_flip_s0 val05_e17_s0 conv_e14_s0 conv_e14_s1"}
 
 # What every run shares: the default config's recipe as the file holds it now, pinned.

@@ -1,7 +1,19 @@
-# Sourced by the recipe scripts (cifar10_recipe.sh, fashion_mnist_best_shape.sh): train each
-# variant that has no result yet, then print the table of all that have one. The script
-# defines minivit, out, threads, variants, the array `shared` (the --set pins every run
-# shares) and sets_of VARIANT (the keys=values that make the variant).
+# Sourced by the recipe scripts (cifar10_recipe.sh, fashion_mnist_best_shape.sh,
+# fashion_mnist_default_single.sh): train each variant that has no result yet, then print the
+# table of all that have one. The script calls recipe_setup, then defines variants, the array
+# `shared` (the --set pins every run shares) and sets_of VARIANT (the keys=values that make
+# the variant).
+
+# recipe_setup NAME [MINIVIT_EXE] [OUT_DIR]: the arguments every recipe script takes. Sets
+# `root` (the source tree), `minivit` (default: the build's), `out` (default: runs/NAME) and
+# `threads` (THREADS from the environment, default 1: one run per core, two at a time, gives
+# the same weights as a run on all cores).
+recipe_setup() {
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  minivit=$(realpath "${2:-$root/build/minivit}")
+  out=$(realpath -m "${3:-$root/runs/$1}")
+  threads=${THREADS:-1}
+}
 
 # train_variants CONFIG [ARGS...]: ARGS go to every `minivit train` after the pins.
 train_variants() {
