@@ -7,13 +7,13 @@
 # Usage: experiments/fashion_mnist_default_single.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: THREADS (1: one run per core, two at a time, gives the same weights as a run
 # on all cores), VARIANTS (all of: base_s0 base_s1 base_s2 ls_s0 ls_s1 flip_s0
-# ls_flip_s0 val05_e17_s0 conv_e14_s0 conv_e14_s1). On a 2-core Intel Xeon with AMX tiles one run takes about 10 min
+# ls_flip_s0 val05_e17_s0 conv_e14_s0 conv_e14_s1 conv_e14_s2). On a 2-core Intel Xeon with AMX tiles one run takes about 10 min
 # on one thread with another beside it, 4-5 min alone on both.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/recipe_runs.sh"
 recipe_setup fashion_mnist_default_single "$@"
-variants=${VARIANTS:-"base_s0 base_s1 base_s2 ls_s0 ls_s1 flip_s0 ls_flip_s0 val05_e17_s0 conv_e14_s0 conv_e14_s1"}
+variants=${VARIANTS:-"base_s0 base_s1 base_s2 ls_s0 ls_s1 flip_s0 ls_flip_s0 val05_e17_s0 conv_e14_s0 conv_e14_s1 conv_e14_s2"}
 
 # What every run shares: the default config's recipe as the file holds it now, pinned.
 shared=(--set model.patch_size=4 --set model.dim=64 --set model.depth=4 --set model.heads=4
@@ -37,6 +37,7 @@ sets_of() {
     val05_e17_s0) echo "data.val_fraction=0.05 train.epochs=17 train.seed=0" ;;
     conv_e14_s0) echo "model.patch_embed=conv train.epochs=14 train.seed=0" ;;
     conv_e14_s1) echo "model.patch_embed=conv train.epochs=14 train.seed=1" ;;
+    conv_e14_s2) echo "model.patch_embed=conv train.epochs=14 train.seed=2" ;;
     *) echo "fashion_mnist_default_single.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
