@@ -7,8 +7,9 @@
 # Usage: experiments/fashion_mnist_default_single.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: THREADS (1: one run per core, two at a time, gives the same weights as a run
 # on all cores), VARIANTS (all of: base_s0 base_s1 base_s2 ls_s0 ls_s1 flip_s0
-# ls_flip_s0 val05_e17_s0 conv_e14_s0 conv_e14_s1 conv_e14_s2). On a 2-core Intel Xeon with AMX tiles one run takes about 10 min
-# on one thread with another beside it, 4-5 min alone on both.
+# ls_flip_s0 val05_e17_s0 conv_e14_s0 conv_e14_s1 conv_e14_s2). On a 2-core Intel Xeon with
+# AMX tiles one run takes about 10 min on one thread with another beside it (the conv runs
+# 13 min), 4-5 min alone on both.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/recipe_runs.sh"
