@@ -246,8 +246,7 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
 
 int vit_batch_filling_threads() { return kChunkImages * num_threads(); }
 
-// The conv stem's convolutions, forward, per image; stage 0's share apart, as its input
-// (the image) takes no gradient.
+// The forward flops per image of the conv stem's convolutions from stage first_stage on.
 static double stem_flops(const ModelConfig& c, int first_stage) {
   double flops = 0.0;
   for (int s = first_stage; s < c.stem_stages(); ++s)
@@ -269,7 +268,8 @@ double vit_forward_flops(const ModelConfig& c) {
 namespace minivit {
 
 double vit_train_flops(const ModelConfig& c) {
-  // The pixels take no gradient: the first layer's product with them is done twice, not three times.
+  // The pixels take no gradient: the first layer's product with them is done twice in a
+  // step (forward, weight gradient), not three times.
   const double patch_input_grad = c.stem_stages() > 0
                                       ? stem_flops(c, 0) - stem_flops(c, 1)
                                       : 2.0 * c.patches() * c.patch_len() * c.dim;
