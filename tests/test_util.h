@@ -84,6 +84,10 @@ minivit::Config printed_config(const std::string& script_output);
 
 std::string read_text(const std::string& path);
 
+// Every tensor of a safetensors file, in file order, as one run of floats: two files'
+// values compare bit for bit with ==.
+std::vector<float> tensor_values(const std::string& path);
+
 // Binary files for the data readers: `bytes` as they are, or gzip-compressed; and a file's
 // bytes as they are on disk.
 void write_raw(const std::string& path, const std::string& bytes);

@@ -15,6 +15,7 @@
 #include "minivit/core/error.h"
 #include "minivit/core/rng.h"
 #include "minivit/formats/config_file.h"
+#include "minivit/formats/safetensors.h"
 
 extern char** environ;
 
@@ -77,6 +78,14 @@ void write_text(const std::string& path, const std::string& text) {
 }
 
 std::string read_text(const std::string& path) { return slurp(path); }
+
+std::vector<float> tensor_values(const std::string& path) {
+  minivit::SafetensorsFile f = minivit::read_safetensors(path);
+  std::vector<float> all;
+  for (const auto& name : f.order)
+    all.insert(all.end(), f.tensors[name].data.begin(), f.tensors[name].data.end());
+  return all;
+}
 
 void write_raw(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
