@@ -181,10 +181,17 @@ static Latency measure_latency_on_one_thread(const ViT& model, int images, int t
 
 // The line on stderr that says what is measured; `threads` as bench runs them.
 static void announce(const BenchSetup& s, const BenchOptions& opt, const std::string& threads) {
+  // With patch dropout a training step's blocks see fewer tokens than evaluation's.
+  const std::string tokens =
+      std::to_string(s.mc.tokens()) +
+      (s.mc.train_tokens() != s.mc.tokens()
+           ? " tokens (" + std::to_string(s.mc.train_tokens()) + " in training: model.patch_drop)"
+           : std::string(" tokens"));
   std::fprintf(stderr,
-               "bench: %s, batch %d, %d tokens, %s attention, %s, gemm kernels %s, %s products in "
+               "bench: %s, batch %d, %s, %s attention, %s, gemm kernels %s, %s products in "
                "training\n",
-               opt.config_path.c_str(), s.B, s.mc.tokens(), std::string(config_name(s.mc.attention)).c_str(),
+               opt.config_path.c_str(), s.B, tokens.c_str(),
+               std::string(config_name(s.mc.attention)).c_str(),
                threads.c_str(), gemm_kernels_name().c_str(),
                std::string(config_name(effective_precision(s.config.train.precision))).c_str());
   if (const std::string advice = blas_kernel_advice(); !advice.empty())

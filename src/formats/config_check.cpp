@@ -82,6 +82,7 @@ class ConfigChecker {
     unit_interval("model.dropout", m.dropout);
     unit_interval("model.attention_dropout", m.attention_dropout);
     unit_interval("model.drop_path", m.drop_path);
+    unit_interval("model.patch_drop", m.patch_drop);
 
     per_channel("data.mean", d.mean);
     per_channel("data.std", d.std);

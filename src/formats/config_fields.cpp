@@ -48,6 +48,7 @@ std::vector<Field> fields_of(Config& c) {
       {"model", "dropout", &c.model.dropout},
       {"model", "attention_dropout", &c.model.attention_dropout},
       {"model", "drop_path", &c.model.drop_path},
+      {"model", "patch_drop", &c.model.patch_drop},
       {"model", "num_classes", &c.model.num_classes},
       {"model", "attention", &c.model.attention},
       {"model", "pos_embed", &c.model.pos_embed},

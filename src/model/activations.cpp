@@ -46,6 +46,7 @@ enum class Needs : uint8_t {
   with_dropout,
   with_attention_dropout,
   with_drop_path,
+  with_patch_drop,    // training with model.patch_drop > 0
   with_branch_drops,  // dropout or drop path: a branch's gradient goes through a mask
   with_learned_scores,  // training an attention form with parameters of its own
   with_attention_grads,  // explaining a prediction: backward keeps the gradient at att
@@ -102,6 +103,8 @@ const BufferSpec<Blk> kBlockBuffers[] = {
 const BufferSpec<Act> kModelBuffers[] = {
     {"patches", &Act::patches, {B, N, PL, one}, always},
     {"patch_proj", &Act::patch_proj, {B, N, D, one}, always},
+    {"tokens", &Act::tokens, {B, T, D, one}, with_patch_drop},
+    {"patch_keep", &Act::patch_keep, {B, N, one, one}, with_patch_drop},
     {"x_final", &Act::x_final, {B, T, D, one}, always},
     {"branch", &Act::branch, {B, T, D, one}, always},
     {"pooled", &Act::pooled, {B, D, one, one}, always},
@@ -209,6 +212,8 @@ bool needed(Needs needs, const ModelConfig& c, Purpose purpose, int stage) {
       return training && c.attention_dropout > 0.0f;
     case with_drop_path:
       return training && c.drop_path > 0.0f;
+    case with_patch_drop:
+      return training && c.patch_drop > 0.0f;
     case with_branch_drops:
       return training && (c.dropout > 0.0f || c.drop_path > 0.0f);
     case with_learned_scores:

@@ -20,6 +20,7 @@
 #include "minivit/nn/layernorm.h"
 #include "minivit/nn/linear.h"
 #include "minivit/nn/mean_pool.h"
+#include "minivit/nn/patch_drop.h"
 #include "minivit/nn/patch_embed.h"
 
 namespace minivit {
@@ -127,16 +128,18 @@ enum DropoutSite : uint64_t {
   kSiteFc2 = 3,
   kSitePathAtt = 4,
   kSitePathMlp = 5,
+  kSitePatchDrop = 6,  // the patches each image keeps, drawn once, under block 0's key
 };
 
 // The forward of images [b0, b0 + n) of the batch: every buffer is addressed at image b0,
 // and the dropout streams at sample first_sample + b0.
 static void forward_chunk(const ViT& model, Activations& acts, const float* images, int b0,
-                          int n, float p, float p_att, float p_path, uint64_t dropout_key,
-                          int first_sample, Precision products) {
+                          int n, bool training, float p, float p_att, float p_path,
+                          uint64_t dropout_key, int first_sample, Precision products) {
   const ModelConfig& c = model.config;
   const ViTParams& w = model.w;
-  const int T = c.tokens(), N = c.patches(), D = c.dim, M = c.mlp_dim, H = c.heads;
+  // With patch dropout the blocks see fewer tokens in training than the embedding makes.
+  const int T = c.pass_tokens(training), N = c.patches(), D = c.dim, M = c.mlp_dim, H = c.heads;
   const int K = c.num_classes, PL = c.patch_len();
   const int64_t TD = int64_t(T) * D, TM = int64_t(T) * M, HTT = int64_t(H) * T * T;
   const int BT = n * T;
@@ -154,12 +157,21 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     patchify(patches, images + b0 * image_len, n, c.channels, c.image_size, c.patch_size,
              c.patch_embed == PatchEmbedKind::shifted);
   linear_forward(patch_proj, patches, w.patch_w, w.patch_b, n * N, PL, D);
+  const bool drop_patches = training && c.patch_drop > 0.0f;
+  float* tokens =
+      drop_patches ? at(acts.tokens, int64_t(c.tokens()) * D) : at(acts.blocks[0].x, TD);
   // No pos_embed with model.pos_embed = none: w.pos_embed is null and nothing is added.
   if (c.has_cls_token())
-    embed_tokens_forward(at(acts.blocks[0].x, TD), patch_proj, w.cls_token, w.pos_embed, n, N,
-                         D);
+    embed_tokens_forward(tokens, patch_proj, w.cls_token, w.pos_embed, n, N, D);
   else
-    embed_patch_tokens_forward(at(acts.blocks[0].x, TD), patch_proj, w.pos_embed, n, N, D);
+    embed_patch_tokens_forward(tokens, patch_proj, w.pos_embed, n, N, D);
+  if (drop_patches) {
+    uint8_t* keep = at(acts.patch_keep, N);
+    patch_drop_draw(keep, n, N, c.kept_patches(),
+                    rng_key(dropout_key, 0, kSitePatchDrop), first);
+    patch_drop_forward(at(acts.blocks[0].x, TD), tokens, keep, n, c.has_cls_token() ? 1 : 0, N,
+                       c.kept_patches(), D);
+  }
 
   for (int l = 0; l < c.depth; ++l) {
     const BlockParams& bw = w.blocks[size_t(l)];
@@ -237,7 +249,8 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
   acts.forward_batch = 0;  // until this forward is complete
 
   for_each_chunk(B, acts.attention_slots, [&](int b0, int n) {
-    forward_chunk(model, acts, images, b0, n, p, p_att, p_path, dropout_key, first_sample,
+    forward_chunk(model, acts, images, b0, n, training, p, p_att, p_path, dropout_key,
+                  first_sample,
                   acts.products(training));
   });
   acts.forward_batch = B;
@@ -254,14 +267,17 @@ static double stem_flops(const ModelConfig& c, int first_stage) {
   return flops;
 }
 
-double vit_forward_flops(const ModelConfig& c) {
-  const double T = c.tokens(), N = c.patches(), D = c.dim, M = c.mlp_dim, K = c.num_classes;
+// The forward flops per image with the blocks on T tokens.
+static double forward_flops(const ModelConfig& c, double T) {
+  const double N = c.patches(), D = c.dim, M = c.mlp_dim, K = c.num_classes;
   const double per_block = 2 * T * D * 3 * D   // qkv
                            + 2 * 2 * T * T * D  // q k^T and P v over all heads
                            + 2 * T * D * D      // proj
                            + 2 * 2 * T * D * M; // fc1, fc2
   return stem_flops(c, 0) + 2 * N * c.patch_len() * D + c.depth * per_block + 2 * D * K;
 }
+
+double vit_forward_flops(const ModelConfig& c) { return forward_flops(c, c.tokens()); }
 
 }  // namespace minivit
 
@@ -273,7 +289,8 @@ double vit_train_flops(const ModelConfig& c) {
   const double patch_input_grad = c.stem_stages() > 0
                                       ? stem_flops(c, 0) - stem_flops(c, 1)
                                       : 2.0 * c.patches() * c.patch_len() * c.dim;
-  return 3 * vit_forward_flops(c) - patch_input_grad;
+  // With patch dropout the blocks run on the kept tokens.
+  return 3 * forward_flops(c, c.train_tokens()) - patch_input_grad;
 }
 
 }  // namespace minivit

@@ -10,6 +10,7 @@
 #include "minivit/nn/layernorm.h"
 #include "minivit/nn/linear.h"
 #include "minivit/nn/mean_pool.h"
+#include "minivit/nn/patch_drop.h"
 #include "minivit/nn/patch_embed.h"
 #include "conv_stem.h"
 #include "vit_passes.h"
@@ -42,7 +43,7 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
   const ModelConfig& c = model.config;
   const BlockParams& bw = model.w.blocks[size_t(l)];
   const BlockActivations& a = acts.blocks[size_t(l)];
-  const int T = c.tokens(), D = c.dim, M = c.mlp_dim, H = c.heads;
+  const int T = c.pass_tokens(acts.forward_was_training), D = c.dim, M = c.mlp_dim, H = c.heads;
   const int64_t TD = int64_t(T) * D, TM = int64_t(T) * M, HTT = int64_t(H) * T * T;
   const int BT = n * T;
   const int64_t BTD = int64_t(BT) * D, BTM = int64_t(BT) * M;
@@ -100,7 +101,8 @@ static void block_param_grads(ViT& model, Activations& acts, int l, int B, float
   const ModelConfig& c = model.config;
   BlockParams& bg = model.g.blocks[size_t(l)];
   const BlockActivations& a = acts.blocks[size_t(l)];
-  const int T = c.tokens(), D = c.dim, M = c.mlp_dim, H = c.heads, BT = B * T;
+  const int T = c.pass_tokens(acts.forward_was_training), D = c.dim, M = c.mlp_dim,
+            H = c.heads, BT = B * T;
   const bool in_scratch = branch_grad_in_scratch(p, p_block);
   const float* dfc2_out = in_scratch ? acts.dbranch : d_out;
   const float* dproj_out = in_scratch ? acts.dbranch_att : d_mid;
@@ -159,10 +161,12 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   const ModelConfig& c = model.config;
   const ViTParams& w = model.w;
   ViTParams& g = model.g;
-  const int T = c.tokens(), N = c.patches(), D = c.dim;
+  check_backward(model, acts, B);
+  // The tokens the blocks saw: with patch dropout in training, the kept ones.
+  const bool dropped_patches = acts.forward_was_training && c.patch_drop > 0.0f;
+  const int T = c.pass_tokens(acts.forward_was_training), N = c.patches(), D = c.dim;
   const int K = c.num_classes;
   const int64_t BTD = int64_t(B) * T * D;
-  check_backward(model, acts, B);
   // The backward of the last forward: after an evaluation one, of the model without dropout.
   const float p = acts.forward_was_training ? c.dropout : 0.0f;
   const float p_att = acts.forward_was_training ? c.attention_dropout : 0.0f;
@@ -195,6 +199,13 @@ void vit_backward(ViT& model, Activations& acts, int B) {
     std::swap(d_out, d_in);  // the gradient at this block's input is the next one's output
   }
   const float* dx = d_out;
+  if (dropped_patches) {
+    // d_in, free now, takes the gradient at every token; a dropped patch's is zero.
+    const int prefix = c.has_cls_token() ? 1 : 0;
+    zero(d_in, int64_t(B) * c.tokens() * D);
+    patch_drop_backward(d_in, d_out, acts.patch_keep, B, prefix, N, c.kept_patches(), D);
+    dx = d_in;
+  }
 
   // tokens = [cls;] patch_proj + pos;  patch_proj = linear(patches). A fixed sin-cos table
   // takes no gradient.

@@ -228,7 +228,7 @@ TEST_CASE("a run stopped by SIGTERM or killed by SIGKILL and resumed ends bit-id
   const std::vector<std::string> sets = {"train.epochs=60", "data.crop_padding=2", "data.hflip=0.5",
                                          "data.erasing=0.25", "data.mixup=0.2", "data.cutmix=1.0",
                                          "data.mix_prob=0.5", "optim.ema_decay=0.95",
-                                         "model.drop_path=0.1"};
+                                         "model.drop_path=0.1", "model.patch_drop=0.25"};
   std::string set_args;
   for (const std::string& set : sets) set_args += " --set " + set;
   RunResult full = run_minivit("train --config " + tmp.str("a.toml") + set_args);

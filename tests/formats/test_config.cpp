@@ -32,6 +32,7 @@ void require_same(const Config& a, const Config& b) {
   CHECK(a.model.dropout == b.model.dropout);
   CHECK(a.model.attention_dropout == b.model.attention_dropout);
   CHECK(a.model.drop_path == b.model.drop_path);
+  CHECK(a.model.patch_drop == b.model.patch_drop);
   CHECK(a.model.num_classes == b.model.num_classes);
   CHECK(a.model.attention == b.model.attention);
   CHECK(a.model.pos_embed == b.model.pos_embed);
@@ -90,6 +91,7 @@ Config unusual_config() {
   c.model.dropout = 0.1f;
   c.model.attention_dropout = 1.0f / 3.0f;
   c.model.drop_path = 0.15f;
+  c.model.patch_drop = 0.3f;
   c.model.num_classes = 3;
   c.model.attention = minivit::AttentionForm::cosine;
   c.model.pos_embed = minivit::PosEmbedKind::sincos2d;
@@ -422,7 +424,7 @@ TEST_CASE("config_to_toml reads back to the same config", "[config]") {
 
 TEST_CASE("config_to_flat and config_from_flat invert each other", "[config]") {
   auto flat = minivit::config_to_flat(Config{});
-  CHECK(flat.size() == 53);
+  CHECK(flat.size() == 54);
   auto has = [&](const std::string& key, const std::string& value) {
     for (const auto& [k, v] : flat)
       if (k == key) return v == value;

@@ -91,6 +91,8 @@ TEST_CASE("out-of-range values name the key and line", "[config]") {
                       Contains("cfg.toml:2: key 'model.drop_path': expected a value in [0, 1)"));
   REQUIRE_THROWS_WITH(parse_config("[model]\ndrop_path = -0.1\n", "cfg.toml"),
                       Contains("cfg.toml:2: key 'model.drop_path': expected a value in [0, 1)"));
+  REQUIRE_THROWS_WITH(parse_config("[model]\npatch_drop = 1.0\n", "cfg.toml"),
+                      Contains("cfg.toml:2: key 'model.patch_drop': expected a value in [0, 1)"));
   REQUIRE_THROWS_WITH(parse_config("[model]\ndepth = 0\n", "cfg.toml"),
                       Contains("cfg.toml:2: key 'model.depth': expected a positive integer"));
   REQUIRE_THROWS_WITH(parse_config("[model]\nnum_classes = 1\n", "cfg.toml"),

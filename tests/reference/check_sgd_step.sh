@@ -3,8 +3,8 @@
 # the same weights (written by the reference in the checkpoint layout and loaded with
 # --init), take one plain SGD step on the same Fashion-MNIST batch, and every tensor's
 # update must agree to 1e-3 relative (5e-3 with bf16 products, below). With --set
-# model.drop_path=P both drop the same images' branches, and with model.dropout /
-# model.attention_dropout the same elements (the reference computes minivit's draws:
+# model.drop_path=P both drop the same images' branches, with model.patch_drop the same
+# patches, and with model.dropout / model.attention_dropout the same elements (the reference computes minivit's draws:
 # minivit_draws.py). With --set train.precision=bf16 the reference rounds the inputs of the
 # blocks' products to bf16 as minivit does (vit_model.Bf16Products); where minivit's build
 # or CPU has no bf16 products the check is skipped.
@@ -29,13 +29,18 @@ lr=0.1
 
 "${ref[@]}" init --seed 1 "${init_args[@]}" --out "$tmp/w.safetensors"
 "${ref[@]}" step --weights "$tmp/w.safetensors" --data "$data" --batch-size $batch --lr $lr \
-  --mean 0.2860 --std 0.3530 --drop-path "$drop_path" --dropout "$dropout" \
+  --mean 0.2860 --std 0.3530 --drop-path "$drop_path" --patch-drop "$patch_drop" \
+  --dropout "$dropout" \
   --attention-dropout "$attention_dropout" --seed 0 --step 0 --precision "$precision" \
   --out "$tmp/ref.safetensors" | tee "$tmp/ref.log"
 # With drop path, the reference drops the images minivit's first step of seed 0 drops; a
 # step that dropped none would not test it.
 if [[ $drop_path != 0 ]] && ! grep -Eq '^drop path: [1-9][0-9]* of' "$tmp/ref.log"; then
   echo "error: model.drop_path=$drop_path dropped no image branch in this batch" >&2
+  exit 1
+fi
+if [[ $patch_drop != 0 ]] && ! grep -Eq '^patch dropout: [0-9]+ of' "$tmp/ref.log"; then
+  echo "error: the reference did not drop patches" >&2
   exit 1
 fi
 # Likewise every dropout site the step's rates turn on must drop some elements.
@@ -55,6 +60,7 @@ done
   --set optim.schedule=constant --set optim.warmup_steps=0 --set optim.clip_grad_norm=0 \
   --set optim.label_smoothing=0 --set model.dropout="$dropout" \
   --set model.attention_dropout="$attention_dropout" --set model.drop_path="$drop_path" \
+  --set model.patch_drop="$patch_drop" \
   --set train.seed=0 --set train.precision="$precision" \
   --set data.shuffle=false --set data.augment=false --set data.val_fraction=0 \
   --set train.max_steps=1 --set train.batch_size=$batch > "$tmp/train.log" 2>&1 ||

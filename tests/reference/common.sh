@@ -20,9 +20,9 @@ trap 'rm -rf "$tmp"' EXIT
 # --set arguments, as given) and `init_args` (the reference init's --KEY VALUE, with the
 # key's underscores as dashes and TOML string quotes dropped). Only model keys: the rest of
 # a check's configuration is what makes the two sides comparable, so it is not open.
-# model.drop_path, model.dropout and model.attention_dropout, training draws rather than a
-# shape or form, go to `drop_path`, `dropout` and `attention_dropout` (0 unless given)
-# instead of `init_args`. The one train key taken, train.precision, the arithmetic of a
+# model.drop_path, model.patch_drop, model.dropout and model.attention_dropout, training
+# draws rather than a shape or form, go to `drop_path`, `patch_drop`, `dropout` and
+# `attention_dropout` (0 unless given) instead of `init_args`. The one train key taken, train.precision, the arithmetic of a
 # training step, goes to `precision` (fp32 unless given), which the checks pass on to
 # minivit themselves, after the config.
 model_sets() {
@@ -36,6 +36,7 @@ model_sets() {
   sets=()
   init_args=()
   drop_path=0
+  patch_drop=0
   dropout=0
   attention_dropout=0
   precision=fp32
@@ -56,6 +57,8 @@ model_sets() {
     sets+=(--set "$2")
     if [[ $key == drop_path ]]; then
       drop_path=$value
+    elif [[ $key == patch_drop ]]; then
+      patch_drop=$value
     elif [[ $key == dropout ]]; then
       dropout=$value
     elif [[ $key == attention_dropout ]]; then

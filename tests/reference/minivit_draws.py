@@ -14,6 +14,7 @@ RNG_DROPOUT = 3  # kRngDropout
 # The sites of a block's draws (DropoutSite in src/model/vit.cpp): one stream each.
 SITE_ATTENTION, SITE_PROJ, SITE_GELU, SITE_FC2 = 0, 1, 2, 3
 DROP_PATH_SITES = (4, 5)  # the attention branch's and the MLP branch's draws in a block
+SITE_PATCH_DROP = 6  # the patches each image keeps, drawn under block 0's key
 
 
 def _mix64(x):
@@ -59,7 +60,28 @@ def drop_path_scales(rate, depth, batch, seed, step):
     return out
 
 
-def dropout_masks(rate, attention_rate, cfg, batch, seed, step):
+def kept_patches(rate, patches):
+    """timm's PatchDropout num_keep, as minivit computes it: max(1, int(N (1 - rate))) in
+    double precision from the float32 rate; all N at rate 0."""
+    if rate <= 0:
+        return patches
+    return max(1, int(patches * (1.0 - float(np.float32(rate)))))
+
+
+def patch_keep(rate, patches, batch, seed, step):
+    """The patches minivit's training step `step` of seed `seed` keeps with model.patch_drop
+    `rate`: a [B, kept] int64 tensor of patch indices, ascending (grid order). Patch i of
+    image b draws rng_uniform(key, b * N + i); an image keeps its `kept` smallest draws, the
+    lower index first between equal ones."""
+    kept = kept_patches(rate, patches)
+    key = rng_key(rng_key(seed, RNG_DROPOUT, step), 0, SITE_PATCH_DROP)
+    draws = uniform_draws(key, batch * patches).reshape(batch, patches)
+    index = np.arange(patches)
+    rows = [np.sort(np.lexsort((index, row))[:kept]) for row in draws]
+    return torch.from_numpy(np.stack(rows).astype(np.int64))
+
+
+def dropout_masks(rate, attention_rate, cfg, batch, seed, step, patch_drop=0.0):
     """The dropout masks minivit's training step `step` of seed `seed` applies with
     model.dropout `rate` and model.attention_dropout `attention_rate`: per block a dict from
     site to a float32 tensor, 0 where an element is dropped and 1 / (1 - rate) where it is
@@ -69,9 +91,10 @@ def dropout_masks(rate, attention_rate, cfg, batch, seed, step):
       "gelu"      [B, T, M]     the MLP's hidden activations (drop1)
       "fc2"       [B, T, D]     the MLP branch's output (drop2)
     A site whose rate is 0 is left out. Element i of a site (its index in the whole batch's
-    row-major tensor) is kept when rng_uniform(key of block and site, i) >= its rate."""
+    row-major tensor) is kept when rng_uniform(key of block and site, i) >= its rate. With
+    model.patch_drop the blocks' T counts the kept patches."""
     cls_token = 1 if cfg.get("pool", "cls") == "cls" else 0
-    T = (cfg["image_size"] // cfg["patch_size"]) ** 2 + cls_token
+    T = kept_patches(patch_drop, (cfg["image_size"] // cfg["patch_size"]) ** 2) + cls_token
     D, M, H = cfg["dim"], cfg["mlp_dim"], cfg["heads"]
     shapes = {}
     if attention_rate > 0:

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from vit_files import load_batch, parse_floats, read_safetensors, write_safetensors
-from minivit_draws import drop_path_scales, dropout_masks
+from minivit_draws import drop_path_scales, dropout_masks, patch_keep
 from vit_model import (FORM_CHOICES, MODEL_KEYS, ViT, attention_maps, build_model, stem_widths,
                        config_from_weights, model_metadata, random_weights, set_bf16_products,
                        state_to_numpy)
@@ -78,9 +78,15 @@ def cmd_step(args):
         # Printed so that a check can tell a step that dropped nothing from one that did.
         dropped = sum(int((s == 0).sum()) for pair in scales for s in pair)
         print("drop path: %d of %d image branches dropped" % (dropped, 2 * len(scales) * len(x)))
+    if args.patch_drop > 0:
+        grid = cfg["image_size"] // cfg["patch_size"]
+        model.keep_patches = patch_keep(args.patch_drop, grid * grid, args.batch_size, args.seed,
+                                        args.step)
+        print("patch dropout: %d of %d patches kept per image"
+              % (model.keep_patches.shape[1], grid * grid))
     if args.dropout > 0 or args.attention_dropout > 0:
         masks = dropout_masks(args.dropout, args.attention_dropout, cfg, args.batch_size,
-                              args.seed, args.step)
+                              args.seed, args.step, args.patch_drop)
         for block, sites in zip(model.blocks, masks):
             modules = {"attention": block.attn.attn_drop, "proj": block.attn.proj_drop,
                        "gelu": block.mlp.drop1, "fc2": block.mlp.drop2}
@@ -323,6 +329,8 @@ def main(argv=None):
     p.add_argument("--dropout", type=float, default=0.0,
                    help="model.dropout: drop the elements minivit's step drops (branch outputs, "
                         "MLP hidden)")
+    p.add_argument("--patch-drop", dest="patch_drop", type=float, default=0.0,
+                   help="model.patch_drop: keep the patches minivit's step keeps")
     p.add_argument("--attention-dropout", dest="attention_dropout", type=float, default=0.0,
                    help="model.attention_dropout: drop the attention weights minivit's step drops")
     p.add_argument("--seed", type=int, default=0, help="train.seed of that step")

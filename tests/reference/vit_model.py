@@ -275,6 +275,10 @@ class ViT(nn.Module):
         else:
             self.fc_norm = nn.LayerNorm(D, eps=LN_EPS)
         self.head = nn.Linear(D, cfg["num_classes"])
+        # Patch dropout (timm's PatchDropout): the patch indices each image keeps, [B, kept]
+        # int64, set from outside for one forward (minivit_draws.patch_keep) so that both
+        # sides keep the same patches; None keeps every one.
+        self.keep_patches = None
 
     def forward(self, x):
         x = self.patch_embed(x)
@@ -284,6 +288,11 @@ class ViT(nn.Module):
             x = x + self.pos_embed
         # No dropout here: timm's pos_drop_rate is its own argument, 0 by default, and
         # model.dropout is its proj_drop_rate (the branches' outputs and the MLP's hidden).
+        if self.keep_patches is not None:
+            # The CLS token stays first; the kept patches follow in the order given.
+            prefix = 0 if self.cls_token is None else 1
+            index = self.keep_patches.unsqueeze(-1).expand(-1, -1, x.shape[-1])
+            x = torch.cat([x[:, :prefix], torch.gather(x[:, prefix:], 1, index)], dim=1)
         for blk in self.blocks:
             x = blk(x)
         if self.pool == "cls":

@@ -64,6 +64,9 @@ struct ModelConfig {
   // Stochastic depth: the rate at which the last block drops a whole residual branch of an
   // image in training, rising from none in the first block (nn/drop_path.h).
   float drop_path = 0.0f;
+  // Patch dropout (timm's patch_drop_rate, nn/patch_drop.h): the share of patch tokens each
+  // image drops in training, after the position embedding; evaluation keeps them all.
+  float patch_drop = 0.0f;
   int num_classes = 10;
   AttentionForm attention = AttentionForm::scaled_dot;
   PosEmbedKind pos_embed = PosEmbedKind::learned;  // sincos2d needs dim % 4 == 0
@@ -76,6 +79,15 @@ struct ModelConfig {
   int patches() const { return grid() * grid(); }
   bool has_cls_token() const { return pool == PoolKind::cls; }
   int tokens() const { return patches() + (has_cls_token() ? 1 : 0); }  // a CLS token first
+  // Patches a training image keeps (nn/patch_drop.h: timm's max(1, int(N (1 - rate)))), and
+  // the tokens the blocks then see in training: fewer than tokens() with patch dropout.
+  int kept_patches() const {
+    if (patch_drop <= 0.0f) return patches();
+    const int kept = int(double(patches()) * (1.0 - double(patch_drop)));
+    return kept > 1 ? kept : 1;
+  }
+  int train_tokens() const { return kept_patches() + (has_cls_token() ? 1 : 0); }
+  int pass_tokens(bool training) const { return training ? train_tokens() : tokens(); }
   int head_dim() const { return dim / heads; }
   // The conv stem's stride-2 convolutions: log2 patch_size of them (patch_size a power of
   // two), none without a stem. Stage s maps stem_in(s) channels at stem_side(s - 1) pixels

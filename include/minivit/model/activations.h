@@ -78,6 +78,11 @@ struct Activations {
   float* patches;     // (B, N, C'*P'*P') what the projection reads: each patch's pixels, or
                       // the conv stem's last output (ModelConfig::patch_len)
   float* patch_proj;  // (B, N, D)
+  // With patch dropout in training (model.patch_drop, nn/patch_drop.h) the embedding writes
+  // every token here, and blocks[0].x gets the kept ones: there, and in every (B, T, ...)
+  // buffer after it, T is then ModelConfig::train_tokens().
+  float* tokens;        // (B, T, D) every token, position embedding added
+  uint8_t* patch_keep;  // (B, N) 1 for the patches an image keeps
   std::vector<BlockActivations> blocks;  // (L)
   float* x_final;     // (B, T, D) the residual stream after the last block
   float* branch;      // (B, T, D) forward scratch: a branch output before the residual add

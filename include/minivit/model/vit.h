@@ -73,7 +73,7 @@ double vit_forward_flops(const ModelConfig& config);
 
 // Forward plus backward for one image: backward costs two products per forward product
 // (input and weight gradients), less the input gradient of the patch projection, which is
-// never needed.
+// never needed. With patch dropout (model.patch_drop) the blocks run on the kept tokens.
 double vit_train_flops(const ModelConfig& config);
 
 // The attention core's share of the forward FLOPs (q k^T and P v against everything).

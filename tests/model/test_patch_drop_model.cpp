@@ -1,0 +1,88 @@
+// Patch dropout in the whole model: the blocks see the kept tokens, the gradients match
+// finite differences with either pooling, and evaluation keeps every token.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <vector>
+
+#include "model_gradcheck.h"
+
+using namespace minivit;
+using namespace minivit_test;
+
+namespace {
+
+ModelConfig patch_drop_config(PoolKind pool) {
+  ModelConfig c = tiny_model_config();  // 4 patches
+  c.pool = pool;
+  c.patch_drop = 0.5f;                  // 2 kept
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("patch dropout: the first block reads the prefix and the kept tokens",
+          "[model][patch_drop]") {
+  for (PoolKind pool : {PoolKind::cls, PoolKind::mean}) {
+    const ModelConfig c = patch_drop_config(pool);
+    ViT model(c);
+    model.init(4);
+    const int B = 5, D = c.dim, N = c.patches(), prefix = c.has_cls_token() ? 1 : 0;
+    Activations acts(c, B, true);
+    const auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 5);
+    vit_forward(model, acts, images.data(), B, true, 555);
+    for (int b = 0; b < B; ++b) {
+      const float* all = acts.tokens + int64_t(b) * c.tokens() * D;
+      const float* x = acts.blocks[0].x + int64_t(b) * c.train_tokens() * D;
+      int row = 0;
+      for (int t = 0; t < c.tokens(); ++t) {
+        const bool kept = t < prefix || acts.patch_keep[b * N + t - prefix];
+        if (!kept) continue;
+        REQUIRE(std::equal(all + t * D, all + (t + 1) * D, x + row * D));
+        ++row;
+      }
+      REQUIRE(row == c.train_tokens());
+    }
+  }
+}
+
+TEST_CASE("whole-model gradients with patch dropout match finite differences",
+          "[model][grad][patch_drop]") {
+  SECTION("CLS token") { check_model_gradients(patch_drop_config(PoolKind::cls)); }
+  SECTION("mean pooling, with drop path and dropout") {
+    ModelConfig c = patch_drop_config(PoolKind::mean);
+    c.drop_path = 0.5f;
+    c.dropout = 0.2f;
+    check_model_gradients(c);
+  }
+}
+
+TEST_CASE("evaluation with patch dropout is the model without it", "[model][patch_drop]") {
+  ModelConfig with = patch_drop_config(PoolKind::mean), without = with;
+  without.patch_drop = 0.0f;
+  ViT model(with), plain(without);
+  model.init(6);
+  std::copy(model.weights.begin(), model.weights.end(), plain.weights.begin());
+  const int B = 4;
+  Activations eval_with(with, B, false), eval_plain(without, B, false);
+  Activations train_with(with, B, true), train_plain(without, B, true);
+  CHECK(eval_with.tokens == nullptr);
+  const auto images = random_vector(B * with.channels * with.image_size * with.image_size, 1.0f, 7);
+  const int64_t logits = int64_t(B) * with.num_classes;
+  vit_forward(model, eval_with, images.data(), B, false, 1);
+  vit_forward(plain, eval_plain, images.data(), B, false, 1);
+  CHECK(std::equal(eval_with.logits, eval_with.logits + logits, eval_plain.logits));
+  // A training forward drops patches, so its logits differ.
+  vit_forward(model, train_with, images.data(), B, true, 555);
+  vit_forward(plain, train_plain, images.data(), B, true, 555);
+  CHECK_FALSE(std::equal(train_with.logits, train_with.logits + logits, train_plain.logits));
+  // The backward of an evaluation forward is the model's over every token.
+  vit_forward(model, train_with, images.data(), B, false, 1);
+  vit_forward(plain, train_plain, images.data(), B, false, 1);
+  std::fill_n(train_with.dlogits, logits, 0.25f);
+  std::fill_n(train_plain.dlogits, logits, 0.25f);
+  model.zero_grad();
+  plain.zero_grad();
+  vit_backward(model, train_with, B);
+  vit_backward(plain, train_plain, B);
+  CHECK(std::equal(model.grads.begin(), model.grads.end(), plain.grads.begin()));
+}

@@ -1,0 +1,111 @@
+// Patch dropout: how many patches an image keeps (timm's rule), which ones (uniform over the
+// patches, independent of how the batch is cut), the gather, and its backward as the
+// gather's adjoint.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "gradcheck.h"
+#include "minivit/core/config.h"
+#include "minivit/nn/patch_drop.h"
+
+using namespace minivit;
+using namespace minivit_test;
+
+TEST_CASE("patch dropout keeps timm's max(1, int(N (1 - rate))) patches", "[layers][patch_drop]") {
+  ModelConfig c;  // 28 / 4: 49 patches
+  CHECK(c.kept_patches() == 49);
+  c.patch_drop = 0.5f;
+  CHECK(c.kept_patches() == 24);
+  c.patch_drop = 0.1f;
+  CHECK(c.kept_patches() == 44);  // int(49 * 0.9) = int(44.1)
+  c.patch_drop = 0.99f;
+  CHECK(c.kept_patches() == 1);   // int(0.49) = 0, at least one
+  CHECK(c.train_tokens() == 1 + 1);  // with the default CLS token
+  c.pool = PoolKind::mean;
+  CHECK(c.train_tokens() == 1);
+  CHECK(c.tokens() == 49);
+  CHECK(c.pass_tokens(false) == 49);
+  CHECK(c.pass_tokens(true) == 1);
+}
+
+TEST_CASE("patch dropout keeps `kept` patches an image, each as often as the others",
+          "[layers][patch_drop]") {
+  const int n = 4000, N = 16, kept = 6;
+  std::vector<uint8_t> keep(size_t(n) * N, 7);
+  patch_drop_draw(keep.data(), n, N, kept, 99, 0);
+  std::vector<int> times(N, 0);
+  int same_as_previous = 0;
+  for (int b = 0; b < n; ++b) {
+    const uint8_t* row = keep.data() + int64_t(b) * N;
+    int count = 0;
+    for (int i = 0; i < N; ++i) {
+      REQUIRE((row[i] == 0 || row[i] == 1));
+      count += row[i];
+      times[size_t(i)] += row[i];
+    }
+    REQUIRE(count == kept);
+    if (b > 0) same_as_previous += std::equal(row, row + N, row - N);
+  }
+  // Each patch is kept with probability kept / N = 0.375: about 1500 times in 4000 images,
+  // with a standard deviation of about 31.
+  for (int i = 0; i < N; ++i) CHECK(std::abs(times[size_t(i)] - 1500) < 160);
+  // 8008 subsets: images keeping the same one as the image before are rare.
+  CHECK(same_as_previous < 10);
+}
+
+TEST_CASE("patch-dropout draws depend on the key and the image's index, not the cut",
+          "[layers][patch_drop]") {
+  const int n = 40, N = 49, kept = 24, first = 13;
+  std::vector<uint8_t> whole(size_t(n) * N), head(size_t(first) * N),
+      tail(size_t(n - first) * N), other(size_t(n) * N), shifted(size_t(n) * N);
+  patch_drop_draw(whole.data(), n, N, kept, 5, 100);
+  patch_drop_draw(head.data(), first, N, kept, 5, 100);
+  patch_drop_draw(tail.data(), n - first, N, kept, 5, 100 + first);
+  head.insert(head.end(), tail.begin(), tail.end());
+  CHECK(head == whole);
+  patch_drop_draw(other.data(), n, N, kept, 6, 100);
+  CHECK(other != whole);
+  patch_drop_draw(shifted.data(), n, N, kept, 5, 101);
+  CHECK(std::equal(shifted.begin(), shifted.end() - N, whole.begin() + N));
+}
+
+TEST_CASE("patch dropout gathers the prefix and the kept patches in grid order; backward is "
+          "its adjoint", "[layers][patch_drop]") {
+  const int n = 3, N = 9, kept = 4, D = 5;
+  for (int prefix : {0, 1}) {
+    INFO("prefix " << prefix);
+    std::vector<uint8_t> keep(size_t(n) * N);
+    patch_drop_draw(keep.data(), n, N, kept, 21, 0);
+    const auto tokens = random_vector(n * (prefix + N) * D, 1.0f, 3);
+    std::vector<float> out(size_t(n) * (prefix + kept) * D, -9.0f);
+    patch_drop_forward(out.data(), tokens.data(), keep.data(), n, prefix, N, kept, D);
+    for (int b = 0; b < n; ++b) {
+      const float* image = tokens.data() + int64_t(b) * (prefix + N) * D;
+      const float* rows = out.data() + int64_t(b) * (prefix + kept) * D;
+      std::vector<int> taken;
+      for (int r = 0; r < prefix; ++r) taken.push_back(r);
+      for (int i = 0; i < N; ++i)
+        if (keep[size_t(b * N + i)]) taken.push_back(prefix + i);
+      REQUIRE(int(taken.size()) == prefix + kept);
+      for (int r = 0; r < prefix + kept; ++r)
+        for (int d = 0; d < D; ++d)
+          REQUIRE(rows[r * D + d] == image[taken[size_t(r)] * D + d]);
+    }
+    // <forward(x), y> = <x, backward(y)>; backward adds into what is there.
+    const auto y = random_vector(int64_t(out.size()), 1.0f, 4);
+    std::vector<float> dtokens(tokens.size(), 0.5f);
+    patch_drop_backward(dtokens.data(), y.data(), keep.data(), n, prefix, N, kept, D);
+    double lhs = 0, rhs = 0;
+    for (size_t i = 0; i < out.size(); ++i) lhs += double(out[i]) * y[i];
+    for (size_t i = 0; i < tokens.size(); ++i) rhs += double(tokens[i]) * (dtokens[i] - 0.5f);
+    CHECK(lhs == Approx(rhs).epsilon(1e-6));
+    // A dropped patch's rows take nothing.
+    for (int b = 0; b < n; ++b)
+      for (int i = 0; i < N; ++i)
+        if (!keep[size_t(b * N + i)])
+          for (int d = 0; d < D; ++d)
+            REQUIRE(dtokens[size_t((b * (prefix + N) + prefix + i) * D + d)] == 0.5f);
+  }
+}
