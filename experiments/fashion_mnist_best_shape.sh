@@ -35,7 +35,7 @@ variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 
 shared=(--set model.patch_size=4 --set model.dim=64 --set model.heads=4 --set model.mlp_dim=128
         --set model.attention=scaled_dot --set model.pos_embed=learned --set model.dropout=0
         --set model.attention_dropout=0 --set model.patch_embed=linear --set model.stem_channels=32
-        --set optim.lr=3e-3 --set optim.weight_decay=0.05 --set optim.beta1=0.9 --set optim.beta2=0.999 --set optim.schedule=cosine
+        --set model.patch_drop=0 --set optim.lr=3e-3 --set optim.weight_decay=0.05 --set optim.beta1=0.9 --set optim.beta2=0.999 --set optim.schedule=cosine
         --set optim.warmup_steps=900 --set optim.min_lr=1e-5 --set optim.clip_grad_norm=1.0
         --set optim.label_smoothing=0.1 --set optim.ema_decay=0 --set data.augment=true
         --set data.crop_padding=2 --set data.hflip=0.5 --set data.erasing=0 --set data.mixup=0

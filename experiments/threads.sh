@@ -46,6 +46,7 @@ read -r -a model_args <<< "$model_args"
 for batch in $batches; do
   echo "batch $batch: minivit bench --threads-sweep" >&2
   "$minivit" bench --config "$config" --set train.batch_size="$batch" --set model.drop_path=0 \
+    --set model.patch_drop=0 \
     --set train.precision=fp32 --threads-sweep --latency-images 0 --json "$tmp/minivit.json" > "$tmp/minivit.log" 2>&1 ||
     { cat "$tmp/minivit.log" >&2; exit 1; }
   for threads in $("$python" -c 'import json, sys; print(" ".join(str(r["threads"]) for r in json.load(open(sys.argv[1]))["threads_sweep"]))' "$tmp/minivit.json"); do
