@@ -105,6 +105,7 @@ const BufferSpec<Act> kModelBuffers[] = {
     {"patch_proj", &Act::patch_proj, {B, N, D, one}, always},
     {"tokens", &Act::tokens, {B, T, D, one}, with_patch_drop},
     {"patch_keep", &Act::patch_keep, {B, N, one, one}, with_patch_drop},
+    {"patch_draws", &Act::patch_draws, {B, N, one, one}, with_patch_drop},
     {"x_final", &Act::x_final, {B, T, D, one}, always},
     {"branch", &Act::branch, {B, T, D, one}, always},
     {"pooled", &Act::pooled, {B, D, one, one}, always},

@@ -167,7 +167,7 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     embed_patch_tokens_forward(tokens, patch_proj, w.pos_embed, n, N, D);
   if (drop_patches) {
     uint8_t* keep = at(acts.patch_keep, N);
-    patch_drop_draw(keep, n, N, c.kept_patches(),
+    patch_drop_draw(keep, at(acts.patch_draws, N), n, N, c.kept_patches(),
                     rng_key(dropout_key, 0, kSitePatchDrop), first);
     patch_drop_forward(at(acts.blocks[0].x, TD), tokens, keep, n, c.has_cls_token() ? 1 : 0, N,
                        c.kept_patches(), D);
@@ -250,8 +250,7 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
 
   for_each_chunk(B, acts.attention_slots, [&](int b0, int n) {
     forward_chunk(model, acts, images, b0, n, training, p, p_att, p_path, dropout_key,
-                  first_sample,
-                  acts.products(training));
+                  first_sample, acts.products(training));
   });
   acts.forward_batch = B;
   acts.forward_was_training = training;

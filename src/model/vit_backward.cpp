@@ -43,7 +43,8 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
   const ModelConfig& c = model.config;
   const BlockParams& bw = model.w.blocks[size_t(l)];
   const BlockActivations& a = acts.blocks[size_t(l)];
-  const int T = c.pass_tokens(acts.forward_was_training), D = c.dim, M = c.mlp_dim, H = c.heads;
+  const int T = c.pass_tokens(acts.forward_was_training), D = c.dim, M = c.mlp_dim,
+            H = c.heads;
   const int64_t TD = int64_t(T) * D, TM = int64_t(T) * M, HTT = int64_t(H) * T * T;
   const int BT = n * T;
   const int64_t BTD = int64_t(BT) * D, BTM = int64_t(BT) * M;

@@ -1,23 +1,31 @@
 #include "minivit/nn/patch_drop.h"
 
 #include <algorithm>
-#include <utility>
-#include <vector>
 
 #include "minivit/core/rng.h"
 
 namespace minivit {
 
-void patch_drop_draw(uint8_t* keep, int n, int N, int kept, uint64_t key, int64_t first_image) {
-  std::vector<std::pair<float, int>> draws(static_cast<size_t>(N));
+void patch_drop_draw(uint8_t* keep, float* draws, int n, int N, int kept, uint64_t key,
+                     int64_t first_image) {
   for (int b = 0; b < n; ++b) {
     const uint64_t first = uint64_t(first_image + b) * uint64_t(N);
-    for (int i = 0; i < N; ++i) draws[size_t(i)] = {rng_uniform(key, first + uint64_t(i)), i};
-    // The pairs compare by draw, then by index: the same subset on every machine.
-    std::nth_element(draws.begin(), draws.begin() + (kept - 1), draws.end());
+    auto draw = [&](int i) { return rng_uniform(key, first + uint64_t(i)); };
+    float* row_draws = draws + int64_t(b) * N;
+    for (int i = 0; i < N; ++i) row_draws[i] = draw(i);
+    // The kept-th smallest draw; every patch below it is kept, and those equal to it in
+    // index order until `kept` are: the same subset on every machine.
+    std::nth_element(row_draws, row_draws + (kept - 1), row_draws + N);
+    const float threshold = row_draws[kept - 1];
+    int at_threshold = kept;
+    for (int i = 0; i < N; ++i) at_threshold -= draw(i) < threshold;
     uint8_t* row = keep + int64_t(b) * N;
-    std::fill_n(row, N, uint8_t(0));
-    for (int i = 0; i < kept; ++i) row[draws[size_t(i)].second] = 1;
+    for (int i = 0; i < N; ++i) {
+      const float u = draw(i);
+      const bool take = u < threshold || (u == threshold && at_threshold > 0);
+      if (u == threshold && take) --at_threshold;
+      row[i] = take ? 1 : 0;
+    }
   }
 }
 

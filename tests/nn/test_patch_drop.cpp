@@ -34,7 +34,8 @@ TEST_CASE("patch dropout keeps `kept` patches an image, each as often as the oth
           "[layers][patch_drop]") {
   const int n = 4000, N = 16, kept = 6;
   std::vector<uint8_t> keep(size_t(n) * N, 7);
-  patch_drop_draw(keep.data(), n, N, kept, 99, 0);
+  std::vector<float> draws(size_t(n) * N);
+  patch_drop_draw(keep.data(), draws.data(), n, N, kept, 99, 0);
   std::vector<int> times(N, 0);
   int same_as_previous = 0;
   for (int b = 0; b < n; ++b) {
@@ -60,14 +61,15 @@ TEST_CASE("patch-dropout draws depend on the key and the image's index, not the 
   const int n = 40, N = 49, kept = 24, first = 13;
   std::vector<uint8_t> whole(size_t(n) * N), head(size_t(first) * N),
       tail(size_t(n - first) * N), other(size_t(n) * N), shifted(size_t(n) * N);
-  patch_drop_draw(whole.data(), n, N, kept, 5, 100);
-  patch_drop_draw(head.data(), first, N, kept, 5, 100);
-  patch_drop_draw(tail.data(), n - first, N, kept, 5, 100 + first);
+  std::vector<float> draws(size_t(n) * N);
+  patch_drop_draw(whole.data(), draws.data(), n, N, kept, 5, 100);
+  patch_drop_draw(head.data(), draws.data(), first, N, kept, 5, 100);
+  patch_drop_draw(tail.data(), draws.data(), n - first, N, kept, 5, 100 + first);
   head.insert(head.end(), tail.begin(), tail.end());
   CHECK(head == whole);
-  patch_drop_draw(other.data(), n, N, kept, 6, 100);
+  patch_drop_draw(other.data(), draws.data(), n, N, kept, 6, 100);
   CHECK(other != whole);
-  patch_drop_draw(shifted.data(), n, N, kept, 5, 101);
+  patch_drop_draw(shifted.data(), draws.data(), n, N, kept, 5, 101);
   CHECK(std::equal(shifted.begin(), shifted.end() - N, whole.begin() + N));
 }
 
@@ -77,7 +79,8 @@ TEST_CASE("patch dropout gathers the prefix and the kept patches in grid order; 
   for (int prefix : {0, 1}) {
     INFO("prefix " << prefix);
     std::vector<uint8_t> keep(size_t(n) * N);
-    patch_drop_draw(keep.data(), n, N, kept, 21, 0);
+    std::vector<float> draws(size_t(n) * N);
+    patch_drop_draw(keep.data(), draws.data(), n, N, kept, 21, 0);
     const auto tokens = random_vector(n * (prefix + N) * D, 1.0f, 3);
     std::vector<float> out(size_t(n) * (prefix + kept) * D, -9.0f);
     patch_drop_forward(out.data(), tokens.data(), keep.data(), n, prefix, N, kept, D);

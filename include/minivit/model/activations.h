@@ -83,6 +83,7 @@ struct Activations {
   // buffer after it, T is then ModelConfig::train_tokens().
   float* tokens;        // (B, T, D) every token, position embedding added
   uint8_t* patch_keep;  // (B, N) 1 for the patches an image keeps
+  float* patch_draws;   // (B, N) scratch of the draw that picks them
   std::vector<BlockActivations> blocks;  // (L)
   float* x_final;     // (B, T, D) the residual stream after the last block
   float* branch;      // (B, T, D) forward scratch: a branch output before the residual add

@@ -18,7 +18,9 @@
 namespace minivit {
 
 // Fills keep (n, N) for images first_image .. first_image + n - 1: `kept` ones an image.
-void patch_drop_draw(uint8_t* keep, int n, int N, int kept, uint64_t key, int64_t first_image);
+// draws (n, N) is scratch, left holding the images' draws in some order.
+void patch_drop_draw(uint8_t* keep, float* draws, int n, int N, int kept, uint64_t key,
+                     int64_t first_image);
 
 // out (n, prefix + kept, D) = the prefix rows and the kept patch rows of tokens.
 void patch_drop_forward(float* out, const float* tokens, const uint8_t* keep, int n, int prefix,
