@@ -70,4 +70,38 @@ inline void check_model_gradients(const minivit::ModelConfig& c, double eps = 3e
   check_gradients(f, targets_to_check, eps, 3e-2, 5e-4, 40);
 }
 
+// A training-only draw (drop path, patch dropout): the model of config `with` evaluates, and
+// back-propagates from an evaluation forward, exactly as the same weights under `without`,
+// which lacks the draw; a training forward under `train_key` differs.
+inline void check_evaluation_ignores_draw(const minivit::ModelConfig& with,
+                                          const minivit::ModelConfig& without,
+                                          uint64_t train_key) {
+  using namespace minivit;
+  ViT model(with), plain(without);
+  model.init(6);
+  std::copy(model.weights.begin(), model.weights.end(), plain.weights.begin());
+  const int B = 4;
+  Activations eval_with(with, B, false), eval_plain(without, B, false);
+  Activations train_with(with, B, true), train_plain(without, B, true);
+  const auto images = random_vector(B * with.channels * with.image_size * with.image_size, 1.0f, 7);
+  const int64_t logits = int64_t(B) * with.num_classes;
+  vit_forward(model, eval_with, images.data(), B, false, 1);
+  vit_forward(plain, eval_plain, images.data(), B, false, 1);
+  CHECK(std::equal(eval_with.logits, eval_with.logits + logits, eval_plain.logits));
+  // In training the draws change the logits.
+  vit_forward(model, train_with, images.data(), B, true, train_key);
+  vit_forward(plain, train_plain, images.data(), B, true, train_key);
+  CHECK_FALSE(std::equal(train_with.logits, train_with.logits + logits, train_plain.logits));
+  // The backward of an evaluation forward is the model's without the draw.
+  vit_forward(model, train_with, images.data(), B, false, 1);
+  vit_forward(plain, train_plain, images.data(), B, false, 1);
+  std::fill_n(train_with.dlogits, logits, 0.25f);
+  std::fill_n(train_plain.dlogits, logits, 0.25f);
+  model.zero_grad();
+  plain.zero_grad();
+  vit_backward(model, train_with, B);
+  vit_backward(plain, train_plain, B);
+  CHECK(std::equal(model.grads.begin(), model.grads.end(), plain.grads.begin()));
+}
+
 }  // namespace minivit_test

@@ -63,19 +63,6 @@ TEST_CASE("whole-model gradients with drop path match finite differences",
 TEST_CASE("evaluation with drop path is the model without it", "[model][drop_path]") {
   ModelConfig with = tiny_model_config(), without = tiny_model_config();
   with.drop_path = 0.5f;
-  ViT model(with), plain(without);
-  model.init(6);
-  std::copy(model.weights.begin(), model.weights.end(), plain.weights.begin());
-  const int B = 4;
-  Activations eval_with(with, B, false), eval_plain(without, B, false);
-  Activations train_with(with, B, true), train_plain(without, B, true);
-  const auto images = random_vector(B * with.channels * with.image_size * with.image_size, 1.0f, 7);
-  const int64_t logits = int64_t(B) * with.num_classes;
-  vit_forward(model, eval_with, images.data(), B, false, 1);
-  vit_forward(plain, eval_plain, images.data(), B, false, 1);
-  CHECK(std::equal(eval_with.logits, eval_with.logits + logits, eval_plain.logits));
-  // In training the draws change the logits (this key drops a branch of some image).
-  vit_forward(model, train_with, images.data(), B, true, kGradcheckKey);
-  vit_forward(plain, train_plain, images.data(), B, true, kGradcheckKey);
-  CHECK_FALSE(std::equal(train_with.logits, train_with.logits + logits, train_plain.logits));
+  // This key drops a branch of some image.
+  check_evaluation_ignores_draw(with, without, kGradcheckKey);
 }
