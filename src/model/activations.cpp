@@ -214,7 +214,7 @@ bool needed(Needs needs, const ModelConfig& c, Purpose purpose, int stage) {
     case with_drop_path:
       return training && c.drop_path > 0.0f;
     case with_patch_drop:
-      return training && c.patch_drop > 0.0f;
+      return c.drops_patches(training);
     case with_branch_drops:
       return training && (c.dropout > 0.0f || c.drop_path > 0.0f);
     case with_learned_scores:

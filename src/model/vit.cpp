@@ -157,7 +157,7 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     patchify(patches, images + b0 * image_len, n, c.channels, c.image_size, c.patch_size,
              c.patch_embed == PatchEmbedKind::shifted);
   linear_forward(patch_proj, patches, w.patch_w, w.patch_b, n * N, PL, D);
-  const bool drop_patches = training && c.patch_drop > 0.0f;
+  const bool drop_patches = c.drops_patches(training);
   float* tokens =
       drop_patches ? at(acts.tokens, int64_t(c.tokens()) * D) : at(acts.blocks[0].x, TD);
   // No pos_embed with model.pos_embed = none: w.pos_embed is null and nothing is added.
@@ -169,7 +169,7 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     uint8_t* keep = at(acts.patch_keep, N);
     patch_drop_draw(keep, at(acts.patch_draws, N), n, N, c.kept_patches(),
                     rng_key(dropout_key, 0, kSitePatchDrop), first);
-    patch_drop_forward(at(acts.blocks[0].x, TD), tokens, keep, n, c.has_cls_token() ? 1 : 0, N,
+    patch_drop_forward(at(acts.blocks[0].x, TD), tokens, keep, n, c.prefix_tokens(), N,
                        c.kept_patches(), D);
   }
 

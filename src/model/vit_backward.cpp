@@ -162,12 +162,11 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   const ModelConfig& c = model.config;
   const ViTParams& w = model.w;
   ViTParams& g = model.g;
-  check_backward(model, acts, B);
   // The tokens the blocks saw: with patch dropout in training, the kept ones.
-  const bool dropped_patches = acts.forward_was_training && c.patch_drop > 0.0f;
   const int T = c.pass_tokens(acts.forward_was_training), N = c.patches(), D = c.dim;
   const int K = c.num_classes;
   const int64_t BTD = int64_t(B) * T * D;
+  check_backward(model, acts, B);
   // The backward of the last forward: after an evaluation one, of the model without dropout.
   const float p = acts.forward_was_training ? c.dropout : 0.0f;
   const float p_att = acts.forward_was_training ? c.attention_dropout : 0.0f;
@@ -200,11 +199,11 @@ void vit_backward(ViT& model, Activations& acts, int B) {
     std::swap(d_out, d_in);  // the gradient at this block's input is the next one's output
   }
   const float* dx = d_out;
-  if (dropped_patches) {
+  if (c.drops_patches(acts.forward_was_training)) {
     // d_in, free now, takes the gradient at every token; a dropped patch's is zero.
-    const int prefix = c.has_cls_token() ? 1 : 0;
     zero(d_in, int64_t(B) * c.tokens() * D);
-    patch_drop_backward(d_in, d_out, acts.patch_keep, B, prefix, N, c.kept_patches(), D);
+    patch_drop_backward(d_in, d_out, acts.patch_keep, B, c.prefix_tokens(), N, c.kept_patches(),
+                        D);
     dx = d_in;
   }
 

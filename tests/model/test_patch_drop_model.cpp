@@ -26,7 +26,7 @@ TEST_CASE("patch dropout: the first block reads the prefix and the kept tokens",
     const ModelConfig c = patch_drop_config(pool);
     ViT model(c);
     model.init(4);
-    const int B = 5, D = c.dim, N = c.patches(), prefix = c.has_cls_token() ? 1 : 0;
+    const int B = 5, D = c.dim, N = c.patches(), prefix = c.prefix_tokens();
     Activations acts(c, B, true);
     const auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 5);
     vit_forward(model, acts, images.data(), B, true, 555);

@@ -78,7 +78,8 @@ struct ModelConfig {
   int grid() const { return image_size / patch_size; }
   int patches() const { return grid() * grid(); }
   bool has_cls_token() const { return pool == PoolKind::cls; }
-  int tokens() const { return patches() + (has_cls_token() ? 1 : 0); }  // a CLS token first
+  int prefix_tokens() const { return has_cls_token() ? 1 : 0; }  // before the patches
+  int tokens() const { return patches() + prefix_tokens(); }  // a CLS token first
   // Patches a training image keeps (nn/patch_drop.h: timm's max(1, int(N (1 - rate)))), and
   // the tokens the blocks then see in training: fewer than tokens() with patch dropout.
   int kept_patches() const {
@@ -86,8 +87,11 @@ struct ModelConfig {
     const int kept = int(double(patches()) * (1.0 - double(patch_drop)));
     return kept > 1 ? kept : 1;
   }
-  int train_tokens() const { return kept_patches() + (has_cls_token() ? 1 : 0); }
-  int pass_tokens(bool training) const { return training ? train_tokens() : tokens(); }
+  int train_tokens() const { return kept_patches() + prefix_tokens(); }
+  bool drops_patches(bool training) const { return training && patch_drop > 0.0f; }
+  int pass_tokens(bool training) const {
+    return drops_patches(training) ? train_tokens() : tokens();
+  }
   int head_dim() const { return dim / heads; }
   // The conv stem's stride-2 convolutions: log2 patch_size of them (patch_size a power of
   // two), none without a stem. Stage s maps stem_in(s) channels at stem_side(s - 1) pixels
