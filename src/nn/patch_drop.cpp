@@ -14,11 +14,13 @@ void patch_drop_draw(uint8_t* keep, float* draws, int n, int N, int kept, uint64
     float* row_draws = draws + int64_t(b) * N;
     for (int i = 0; i < N; ++i) row_draws[i] = draw(i);
     // The kept-th smallest draw; every patch below it is kept, and those equal to it in
-    // index order until `kept` are: the same subset on every machine.
+    // index order until `kept` are: the same subset on every machine. The partition puts
+    // every draw below the threshold among its first kept - 1 places; it has lost the
+    // patches' order, so the pass that marks them draws again.
     std::nth_element(row_draws, row_draws + (kept - 1), row_draws + N);
     const float threshold = row_draws[kept - 1];
     int at_threshold = kept;
-    for (int i = 0; i < N; ++i) at_threshold -= draw(i) < threshold;
+    for (int j = 0; j + 1 < kept; ++j) at_threshold -= row_draws[j] < threshold;
     uint8_t* row = keep + int64_t(b) * N;
     for (int i = 0; i < N; ++i) {
       const float u = draw(i);
