@@ -14,19 +14,21 @@
 # Environment: THREADS (1: one run per core, two at a time, gives the same weights as a run
 # on all cores), VARIANTS (all of: b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90
 # b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16
-# b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1;
-# the last two put the conv stem, model.patch_embed = "conv", in front of the same blocks, for
-# the epochs that fill the same hour).
+# b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1
+# b4_mean_pd05_e125 b4_mean_pd05_e125_s1; the conv pair puts the conv stem, model.patch_embed
+# = "conv", in front of the same blocks, and the pd05 pair drops half the patches in training
+# (model.patch_drop = 0.5), each for the epochs that fill the same hour).
 # On one core of a 2-core AMD EPYC (Zen 3) with another run beside it, the first two take
 # about an hour each; alone on both cores (THREADS=2) the third takes 45 min and the next two
 # 54-56 min each. On the Zen 4, alone on both cores, a 150-epoch run takes about 56 min, and
 # 175 epochs with bf16 products (it has AVX512_BF16) about 53; on a 2-core Intel Xeon with AMX
-# tiles, 190 epochs with bf16 products on them about 57.
+# tiles, 190 epochs with bf16 products on them about 57. On the Zen 3, alone on both cores,
+# 125 epochs with half the patches dropped take about 51 min.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/recipe_runs.sh"
 recipe_setup fashion_mnist_best_shape "$@"
-variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16 b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1"}
+variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16 b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1 b4_mean_pd05_e125 b4_mean_pd05_e125_s1"}
 
 # What every run shares: the best recipe's training. 4x4 patches (49 tokens), width 64, 4
 # heads, MLP 128, AdamW (lr 3e-3, weight decay 0.05, 900 warm-up steps, then a cosine
@@ -57,6 +59,8 @@ sets_of() {
     b4_mean_e190_bf16_s2) echo "model.depth=4 model.pool=mean model.drop_path=0.1 train.epochs=190 train.precision=bf16 train.seed=2" ;;
     b4_mean_conv_e140_bf16) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_embed=conv train.epochs=140 train.precision=bf16" ;;
     b4_mean_conv_e140_bf16_s1) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_embed=conv train.epochs=140 train.precision=bf16 train.seed=1" ;;
+    b4_mean_pd05_e125) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_drop=0.5 train.epochs=125" ;;
+    b4_mean_pd05_e125_s1) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_drop=0.5 train.epochs=125 train.seed=1" ;;
     *) echo "fashion_mnist_best_shape.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
