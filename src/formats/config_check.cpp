@@ -132,6 +132,22 @@ class ConfigChecker {
     positive("train.batch_size", t.batch_size, 1 << 20);
     at_least("train.log_every", t.log_every, 1);
     at_least("train.eval_every", t.eval_every, 1);
+    at_least("train.unmasked_epochs", t.unmasked_epochs, 0);
+    // Without patch dropout every epoch is unmasked already.
+    either(t.unmasked_epochs == 0 || m.patch_drop > 0.0f,
+           "train.unmasked_epochs", std::to_string(t.unmasked_epochs) +
+                                        " turns off a patch dropout that is not on: it needs "
+                                        "model.patch_drop > 0",
+           "model.patch_drop", "0 leaves train.unmasked_epochs = " +
+                                   std::to_string(t.unmasked_epochs) + " nothing to turn off");
+    // With train.max_steps the run's length is in steps; the tail is cut to fit at the start.
+    either(t.max_steps > 0 || t.unmasked_epochs < t.epochs,
+           "train.unmasked_epochs", "expected fewer than train.epochs = " +
+                                        std::to_string(t.epochs) + ", got " +
+                                        std::to_string(t.unmasked_epochs),
+           "train.epochs", std::to_string(t.epochs) + " leaves no epoch with patch dropout "
+                                                      "before train.unmasked_epochs = " +
+                               std::to_string(t.unmasked_epochs));
   }
 
  private:

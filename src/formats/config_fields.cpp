@@ -91,6 +91,7 @@ std::vector<Field> fields_of(Config& c) {
       {"train", "out_dir", &c.train.out_dir},
       {"train", "log_every", &c.train.log_every},
       {"train", "eval_every", &c.train.eval_every},
+      {"train", "unmasked_epochs", &c.train.unmasked_epochs},
       {"train", "precision", &c.train.precision},
   };
 }

@@ -118,7 +118,8 @@ inline bool built_for(const ModelConfig& built, const ModelConfig& c) {
          (built.dropout > 0.0f) == (c.dropout > 0.0f) &&
          (built.attention_dropout > 0.0f) == (c.attention_dropout > 0.0f) &&
          (built.drop_path > 0.0f) == (c.drop_path > 0.0f) &&
-         (built.patch_drop > 0.0f) == (c.patch_drop > 0.0f);
+         // Built for patch dropout they serve a pass without it (train.unmasked_epochs).
+         (built.patch_drop > 0.0f || c.patch_drop <= 0.0f);
 }
 
 }  // namespace minivit::vit_passes

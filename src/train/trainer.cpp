@@ -132,6 +132,8 @@ void Trainer::prepare_data() {
   total_steps_ = config_.train.max_steps > 0 ? config_.train.max_steps
                                              : config_.train.epochs * steps_per_epoch_;
   total_epochs_ = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
+  const int64_t unmasked_steps = int64_t(config_.train.unmasked_epochs) * steps_per_epoch_;
+  unmasked_from_step_ = std::max<int64_t>(0, total_steps_ - unmasked_steps);
 }
 
 void Trainer::create_model(const std::string& init_path) {
@@ -177,6 +179,12 @@ void Trainer::announce(const std::string& config_path, int threads) const {
     std::fprintf(stderr, "%s\n", advice.c_str());
   if (const std::string note = precision_note(config_.train.precision); !note.empty())
     std::fprintf(stderr, "%s\n", note.c_str());
+  if (config_.train.unmasked_epochs > 0)
+    std::fprintf(stderr,
+                 "patch dropout %g until step %lld, then every patch (train.unmasked_epochs = "
+                 "%d)\n",
+                 double(config_.model.patch_drop), (long long)unmasked_from_step_,
+                 config_.train.unmasked_epochs);
   note_oversubscription(threads);
 }
 
@@ -234,6 +242,9 @@ void Trainer::step() {
   // This rank's shard of the global batch (all of it in one process).
   const int64_t image_len = int64_t(batch.images.shape()[1]);
   const int K = config_.model.num_classes;
+  // From the step alone, so a resumed run switches where an uninterrupted one does.
+  model_->config.patch_drop =
+      progress_.step >= unmasked_from_step_ ? 0.0f : config_.model.patch_drop;
   StepResult result = shard_gradients(
       *model_, *acts_, batch.images.data() + shard_first_ * image_len,
       batch.targets.data() + int64_t(shard_first_) * K, batch.labels.data() + shard_first_,

@@ -75,6 +75,7 @@ void require_same(const Config& a, const Config& b) {
   CHECK(a.train.out_dir == b.train.out_dir);
   CHECK(a.train.log_every == b.train.log_every);
   CHECK(a.train.eval_every == b.train.eval_every);
+  CHECK(a.train.unmasked_epochs == b.train.unmasked_epochs);
   CHECK(a.train.precision == b.train.precision);
 }
 
@@ -134,6 +135,7 @@ Config unusual_config() {
   c.train.out_dir = "runs/x y";
   c.train.log_every = 3;
   c.train.eval_every = 2;
+  c.train.unmasked_epochs = 3;
   c.train.precision = minivit::Precision::bf16;
   return c;
 }
@@ -424,7 +426,7 @@ TEST_CASE("config_to_toml reads back to the same config", "[config]") {
 
 TEST_CASE("config_to_flat and config_from_flat invert each other", "[config]") {
   auto flat = minivit::config_to_flat(Config{});
-  CHECK(flat.size() == 54);
+  CHECK(flat.size() == 55);
   auto has = [&](const std::string& key, const std::string& value) {
     for (const auto& [k, v] : flat)
       if (k == key) return v == value;

@@ -204,3 +204,32 @@ TEST_CASE("the weights' moving average takes a decay in [0, 1)", "[config][ema]"
   REQUIRE_THROWS_WITH(parse_config("", "cfg.toml", {"optim.ema_decay=-0.5"}),
                       Contains("optim.ema_decay") && Contains("-0.5"));
 }
+
+TEST_CASE("train.unmasked_epochs needs patch dropout to turn off and an epoch with it before",
+          "[config][patch_drop]") {
+  const auto tail = parse_config("[model]\npatch_drop = 0.5\n[train]\nepochs = 10\n"
+                                 "unmasked_epochs = 2\n", "cfg.toml");
+  CHECK(tail.train.unmasked_epochs == 2);
+  CHECK(parse_config("", "cfg.toml").train.unmasked_epochs == 0);
+  REQUIRE_THROWS_WITH(parse_config("[train]\nunmasked_epochs = 2\n", "cfg.toml"),
+                      "cfg.toml:2: key 'train.unmasked_epochs': 2 turns off a patch dropout that "
+                      "is not on: it needs model.patch_drop > 0");
+  REQUIRE_THROWS_WITH(parse_config("[train]\nunmasked_epochs = 2\n", "cfg.toml",
+                                   {"model.patch_drop=0"}),
+                      "--set model.patch_drop=0: key 'model.patch_drop': 0 leaves "
+                      "train.unmasked_epochs = 2 nothing to turn off");
+  REQUIRE_THROWS_WITH(parse_config("[model]\npatch_drop = 0.5\n[train]\nepochs = 4\n"
+                                   "unmasked_epochs = 4\n", "cfg.toml"),
+                      "cfg.toml:5: key 'train.unmasked_epochs': expected fewer than "
+                      "train.epochs = 4, got 4");
+  REQUIRE_THROWS_WITH(parse_config("[model]\npatch_drop = 0.5\n[train]\nunmasked_epochs = 3\n",
+                                   "cfg.toml", {"train.epochs=3"}),
+                      "--set train.epochs=3: key 'train.epochs': 3 leaves no epoch with patch "
+                      "dropout before train.unmasked_epochs = 3");
+  // A run counted in steps cuts the tail to fit.
+  CHECK_NOTHROW(parse_config("[model]\npatch_drop = 0.5\n[train]\nepochs = 4\nmax_steps = 100\n"
+                             "unmasked_epochs = 4\n", "cfg.toml"));
+  REQUIRE_THROWS_WITH(parse_config("[model]\npatch_drop = 0.5\n[train]\nunmasked_epochs = -1\n",
+                                   "cfg.toml"),
+                      Contains("cfg.toml:4: key 'train.unmasked_epochs'"));
+}

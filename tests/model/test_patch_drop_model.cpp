@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "minivit/model/train_step.h"
 #include "model_gradcheck.h"
 
 using namespace minivit;
@@ -61,4 +62,34 @@ TEST_CASE("evaluation with patch dropout is the model without it", "[model][patc
   without.patch_drop = 0.0f;
   CHECK(Activations(with, 4, false).tokens == nullptr);  // evaluation keeps no dropped copy
   check_evaluation_ignores_draw(with, without, 555);
+}
+
+TEST_CASE("activations built for patch dropout serve a training step without it (the unmasked "
+          "epochs), the same step as on activations built without it; not the reverse",
+          "[model][patch_drop]") {
+  const ModelConfig with = patch_drop_config(PoolKind::mean);
+  ModelConfig without = with;
+  without.patch_drop = 0.0f;
+  const int B = 3, K = with.num_classes;
+  const auto images = random_vector(B * with.channels * with.image_size * with.image_size, 1.0f, 8);
+  std::vector<float> targets(size_t(B) * K, 0.0f);
+  for (int b = 0; b < B; ++b) targets[size_t(b) * K + size_t(b % K)] = 1.0f;
+  ViT built_with(without), built_without(without);
+  built_with.init(6);
+  built_without.init(6);
+  Activations acts_with(with, B, true), acts_without(without, B, true);
+  const float loss_with =
+      forward_backward(built_with, acts_with, images.data(), targets.data(), B, 9);
+  const float loss_without =
+      forward_backward(built_without, acts_without, images.data(), targets.data(), B, 9);
+  CHECK(loss_with == loss_without);
+  CHECK(std::any_of(built_with.grads.data(), built_with.grads.data() + built_with.num_params,
+                    [](float g) { return g != 0.0f; }));
+  CHECK(std::equal(built_with.grads.data(), built_with.grads.data() + built_with.num_params,
+                   built_without.grads.data()));
+
+  ViT dropping(with);
+  dropping.init(6);
+  CHECK_THROWS_WITH(vit_forward(dropping, acts_without, images.data(), B, true, 9),
+                    Catch::Contains("built for another model"));
 }

@@ -128,6 +128,48 @@ TEST_CASE("a stop signal ends the run after the current step, saved, and the run
   CHECK(resumed.progress().step == 20);
 }
 
+TEST_CASE("train.unmasked_epochs trains the last epochs on every patch; a run resumed in or "
+          "before them repeats the whole run",
+          "[trainer][patch_drop]") {
+  TinyData tiny;  // 4 patches an image, 2 kept with patch dropout; 16 steps an epoch
+  const std::vector<std::string> tail = {"train.epochs=3", "model.patch_drop=0.5",
+                                         "train.unmasked_epochs=1"};
+  const std::string whole = tiny.dir.str("whole");
+  REQUIRE(Trainer(tiny.options(whole, tail)).run() == 0);
+  const std::vector<float> weights = tensor_values(whole + "/last.safetensors");
+
+  // Driven to `steps`, then stopped by a signal, which saves it.
+  auto train_to = [&](const std::string& out, int64_t steps) {
+    Trainer trainer(tiny.options(out, tail));
+    while (trainer.progress().step < steps) {
+      trainer.step();
+      if (trainer.at_epoch_end()) trainer.end_of_epoch();
+    }
+    std::raise(SIGTERM);
+    REQUIRE(trainer.run() == 128 + SIGTERM);
+    REQUIRE(trainer.progress().step == steps);
+  };
+  auto resume = [&](const std::string& out, const std::vector<std::string>& sets) {
+    TrainerOptions options = tiny.options(out, sets);
+    options.resume_dir = out;
+    REQUIRE(Trainer(std::move(options)).run() == 0);
+    return tensor_values(out + "/last.safetensors");
+  };
+  SECTION("the tail is the run continued with patch dropout off") {
+    const std::string split = tiny.dir.str("split");
+    train_to(split, 32);
+    CHECK(resume(split, {"train.epochs=3", "model.patch_drop=0.5"}) != weights);  // dropping
+    const std::string off = tiny.dir.str("off");
+    train_to(off, 32);
+    CHECK(resume(off, {"train.epochs=3", "model.patch_drop=0"}) == weights);
+  }
+  SECTION("stopped inside the tail, resumed with the same config") {
+    const std::string stopped = tiny.dir.str("stopped");
+    train_to(stopped, 40);
+    CHECK(resume(stopped, tail) == weights);
+  }
+}
+
 TEST_CASE("setup refuses what cannot be trained, with the reason", "[trainer]") {
   TinyData tiny;
   const std::string out = tiny.dir.str("run");

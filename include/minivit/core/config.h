@@ -168,6 +168,9 @@ struct TrainConfig {
   std::string out_dir = "runs/default";
   int log_every = 50;   // steps between metrics.jsonl lines
   int eval_every = 1;   // epochs between validation passes
+  // The last epochs train on every patch, model.patch_drop off (FLIP's unmasked tuning):
+  // the run ends on the token count evaluation sees. 0 = patch dropout to the end.
+  int unmasked_epochs = 0;
   Precision precision = Precision::fp32;  // of the blocks' products in training steps
 };
 

@@ -117,6 +117,7 @@ class Trainer {
   std::vector<std::string> class_names_;
   int batch_size_ = 0;
   int64_t steps_per_epoch_ = 0, total_steps_ = 0, total_epochs_ = 0;
+  int64_t unmasked_from_step_ = 0;  // the first step on every patch (train.unmasked_epochs)
 
   std::optional<ViT> model_;
   std::optional<Optimizer> optimizer_;
