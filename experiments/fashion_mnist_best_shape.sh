@@ -15,9 +15,10 @@
 # on all cores), VARIANTS (all of: b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90
 # b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16
 # b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1
-# b4_mean_pd05_e125 b4_mean_pd05_e125_s1; the conv pair puts the conv stem, model.patch_embed
-# = "conv", in front of the same blocks, and the pd05 pair drops half the patches in training
-# (model.patch_drop = 0.5), each for the epochs that fill the same hour).
+# b4_mean_pd05_e125 b4_mean_pd05_e125_s1 b4_mean_pd05_u10_e122; the conv pair puts the conv
+# stem, model.patch_embed = "conv", in front of the same blocks, and the pd05 runs drop half
+# the patches in training (model.patch_drop = 0.5), each for the epochs that fill the same
+# hour, the last of them turning that off for its last 10 epochs, train.unmasked_epochs).
 # On one core of a 2-core AMD EPYC (Zen 3) with another run beside it, the first two take
 # about an hour each; alone on both cores (THREADS=2) the third takes 45 min and the next two
 # 54-56 min each. On the Zen 4, alone on both cores, a 150-epoch run takes about 56 min, and
@@ -28,7 +29,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/recipe_runs.sh"
 recipe_setup fashion_mnist_best_shape "$@"
-variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16 b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1 b4_mean_pd05_e125 b4_mean_pd05_e125_s1"}
+variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16 b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1 b4_mean_pd05_e125 b4_mean_pd05_e125_s1 b4_mean_pd05_u10_e122"}
 
 # What every run shares: the best recipe's training. 4x4 patches (49 tokens), width 64, 4
 # heads, MLP 128, AdamW (lr 3e-3, weight decay 0.05, 900 warm-up steps, then a cosine
@@ -42,7 +43,7 @@ shared=(--set model.patch_size=4 --set model.dim=64 --set model.heads=4 --set mo
         --set optim.label_smoothing=0.1 --set optim.ema_decay=0 --set data.augment=true
         --set data.crop_padding=2 --set data.hflip=0.5 --set data.erasing=0 --set data.mixup=0
         --set data.cutmix=0 --set data.val_fraction=0.05 --set train.batch_size=128
-        --set train.seed=0 --set train.precision=fp32)
+        --set train.seed=0 --set train.precision=fp32 --set train.unmasked_epochs=0)
 sets_of() {
   case $1 in
     b6_cls_e24) echo "model.depth=6 model.pool=cls model.drop_path=0 train.epochs=24" ;;
@@ -61,6 +62,7 @@ sets_of() {
     b4_mean_conv_e140_bf16_s1) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_embed=conv train.epochs=140 train.precision=bf16 train.seed=1" ;;
     b4_mean_pd05_e125) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_drop=0.5 train.epochs=125" ;;
     b4_mean_pd05_e125_s1) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_drop=0.5 train.epochs=125 train.seed=1" ;;
+    b4_mean_pd05_u10_e122) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_drop=0.5 train.epochs=122 train.unmasked_epochs=10" ;;
     *) echo "fashion_mnist_best_shape.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
