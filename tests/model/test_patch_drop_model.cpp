@@ -71,22 +71,24 @@ TEST_CASE("activations built for patch dropout serve a training step without it 
   ModelConfig without = with;
   without.patch_drop = 0.0f;
   const int B = 3, K = with.num_classes;
-  const auto images = random_vector(B * with.channels * with.image_size * with.image_size, 1.0f, 8);
+  const auto images =
+      random_vector(B * with.channels * with.image_size * with.image_size, 1.0f, 8);
   std::vector<float> targets(size_t(B) * K, 0.0f);
   for (int b = 0; b < B; ++b) targets[size_t(b) * K + size_t(b % K)] = 1.0f;
-  ViT built_with(without), built_without(without);
-  built_with.init(6);
-  built_without.init(6);
+  // Two copies of one model without patch dropout, each stepped on one kind of activations.
+  ViT on_dropping_acts(without), on_plain_acts(without);
+  on_dropping_acts.init(6);
+  on_plain_acts.init(6);
   Activations acts_with(with, B, true), acts_without(without, B, true);
   const float loss_with =
-      forward_backward(built_with, acts_with, images.data(), targets.data(), B, 9);
+      forward_backward(on_dropping_acts, acts_with, images.data(), targets.data(), B, 9);
   const float loss_without =
-      forward_backward(built_without, acts_without, images.data(), targets.data(), B, 9);
+      forward_backward(on_plain_acts, acts_without, images.data(), targets.data(), B, 9);
   CHECK(loss_with == loss_without);
-  CHECK(std::any_of(built_with.grads.data(), built_with.grads.data() + built_with.num_params,
-                    [](float g) { return g != 0.0f; }));
-  CHECK(std::equal(built_with.grads.data(), built_with.grads.data() + built_with.num_params,
-                   built_without.grads.data()));
+  const float* grads = on_dropping_acts.grads.data();
+  const int64_t n = on_dropping_acts.num_params;
+  CHECK(std::any_of(grads, grads + n, [](float g) { return g != 0.0f; }));
+  CHECK(std::equal(grads, grads + n, on_plain_acts.grads.data()));
 
   ViT dropping(with);
   dropping.init(6);
