@@ -3,23 +3,10 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
-#include <algorithm>
-#include <cstdint>
-
+#include "sgemm_blocked.h"
 #include "sgemm_tile_store.h"
 
 namespace minivit {
-
-// The model's products are tall and thin: (B*T, 64..192) x (64..192, 64..192), and the
-// weight gradients' (64..192, B*T) x (B*T, 64..192). Goto's scheme, cut down to them:
-//   for each block of kKc reductions: pack that block of op(B) into panels of kNr columns
-//     for each block of kMc rows of C: for each panel: for each kMr rows of the block:
-//       one (kMr, kNr) tile of C, held in registers over the whole block of k.
-// op(A) is read in place: a tile's rows are kMr streams along k (A), or one run of kMr
-// floats per k (A^T); the prefetchers follow both, and at these widths a packed copy of A
-// would cost about as much as the arithmetic it feeds.
-// Each element of C sums its products in k order whatever the cut of the shape, so a
-// product split across threads rounds exactly as one that is not.
 
 namespace {
 
@@ -27,127 +14,29 @@ namespace {
 // broadcasts of A per 24 FMAs. Measured on one core of the machine in the README, against
 // (8, 32), (12, 32), (14, 32), (7, 64), (4, 64) and (8, 48) tiles and other block sizes,
 // on the model's products: 170-200 GFLOP/s, twice OpenBLAS's AVX2 kernels.
-constexpr int kMr = 6;           // rows of a C tile
-constexpr int kVecs = 4;         // zmm registers across a row of the tile
-constexpr int kNr = 16 * kVecs;  // columns of a C tile
-constexpr int kKc = 128;         // reductions per packed block: a (kKc, kNr) panel is 32 KB
-constexpr int kMc = 96;          // rows per block: their (kMc, kKc) slice of A stays in L2
-// Panels of op(B) packed at a time: the (kKc, 4 kNr) block, 128 KB, lives on the stack of
-// the call, so the kernels keep no buffer between calls. Four hold the widest product of a
-// dim-64 model (qkv, 3 panels) in one go, so its loops run as with the whole B packed.
-constexpr int kPackPanels = 4;
+struct Avx512 {
+  using Vec = __m512;
+  static constexpr int kLanes = 16;
+  static constexpr int kMr = 6;      // rows of a C tile
+  static constexpr int kVecs = 4;    // zmm registers across a row of the tile: 64 columns
+  static constexpr int kKc = 128;    // reductions per packed block: a (kKc, 64) panel is 32 KB
+  static constexpr int kMc = 96;     // rows per block: their (kMc, kKc) slice of A stays in L2
+  // Panels of op(B) packed at a time: the (kKc, 4 * 64) block, 128 KB, lives on the stack of
+  // the call, so the kernels keep no buffer between calls. Four hold the widest product of a
+  // dim-64 model (qkv, 3 panels) in one go, so its loops run as with the whole B packed.
+  static constexpr int kPackPanels = 4;
+  static constexpr bool kBInPlace = true;  // B read in place where its rows are whole panels
 
-// Packs op(B)[k0:k0+kc, 0:N] into panels (ceil(N / kNr), kc, kNr), zero beyond column N;
-// at most kPackPanels panels at a time.
-void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int N, float* packed) {
-  const int panels = (N + kNr - 1) / kNr;
-  for (int p = 0; p < panels; ++p) {
-    const int j0 = p * kNr, cols = std::min(kNr, N - j0);
-    float* dst = packed + int64_t(p) * kc * kNr;
-    if (!trans_b) {
-      for (int k = 0; k < kc; ++k) {
-        const float* src = B + int64_t(k0 + k) * ldb + j0;
-        float* row = dst + k * kNr;
-        int j = 0;
-        for (; j < cols; ++j) row[j] = src[j];
-        for (; j < kNr; ++j) row[j] = 0.0f;
-      }
-    } else {  // op(B)(k, j) = B[j * ldb + k]: read B's rows along k, write columns
-      int j = 0;
-      for (; j < cols; ++j) {
-        const float* src = B + int64_t(j0 + j) * ldb + k0;
-        for (int k = 0; k < kc; ++k) dst[k * kNr + j] = src[k];
-      }
-      for (; j < kNr; ++j)
-        for (int k = 0; k < kc; ++k) dst[k * kNr + j] = 0.0f;
-    }
+  static Vec zero() { return _mm512_setzero_ps(); }
+  static Vec load(const float* p) { return _mm512_loadu_ps(p); }
+  static Vec broadcast(float x) { return _mm512_set1_ps(x); }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  template <int kRows>
+  static void store(const Vec (&acc)[kRows][kVecs], float* C, int ldc, int cols, float alpha,
+                    float beta) {
+    store_tile<kRows, kVecs>(acc, C, ldc, cols, alpha, beta);
   }
-}
-
-// C[0:kRows, 0:cols] = alpha * op(A)[0:kRows, 0:kc] . panel + beta * C, with op(A)(r, k)
-// at a[k * lda + r] (kTransA) or a[r * lda + k], and the panel's row k at panel + k * ldp.
-// beta == 0 never reads C.
-template <int kRows, bool kTransA>
-void tile(const float* a, int lda, const float* panel, int ldp, int kc, float* C, int ldc, int cols,
-          float alpha, float beta) {
-  __m512 acc[kRows][kVecs];
-#pragma GCC unroll 16
-  for (int r = 0; r < kRows; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm512_setzero_ps();
-  for (int k = 0; k < kc; ++k) {
-    __m512 b[kVecs];
-#pragma GCC unroll 4
-    for (int v = 0; v < kVecs; ++v) b[v] = _mm512_loadu_ps(panel + int64_t(k) * ldp + 16 * v);
-#pragma GCC unroll 16
-    for (int r = 0; r < kRows; ++r) {
-      const __m512 ar =
-          _mm512_set1_ps(kTransA ? a[int64_t(k) * lda + r] : a[int64_t(r) * lda + k]);
-#pragma GCC unroll 4
-      for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm512_fmadd_ps(ar, b[v], acc[r][v]);
-    }
-  }
-  store_tile<kRows, kVecs>(acc, C, ldc, cols, alpha, beta);
-}
-
-// Tiles of kMr rows, and one of `rows` < kMr at the bottom edge.
-template <bool kTransA, int kRows = kMr>
-void tile_rows(int rows, const float* a, int lda, const float* panel, int ldp, int kc, float* C,
-               int ldc, int cols, float alpha, float beta) {
-  if constexpr (kRows >= 1) {
-    if (rows == kRows)
-      return tile<kRows, kTransA>(a, lda, panel, ldp, kc, C, ldc, cols, alpha, beta);
-    return tile_rows<kTransA, kRows - 1>(rows, a, lda, panel, ldp, kc, C, ldc, cols, alpha, beta);
-  }
-}
-
-template <bool kTransA>
-void sgemm_blocked(int M, int N, int K, float alpha, const float* A, int lda, bool trans_b,
-                   const float* B, int ldb, float beta, float* C, int ldc) {
-  if (K <= 0) {  // an empty sum: C = beta * C, as BLAS defines it
-    for (int i = 0; i < M; ++i)
-      for (int j = 0; j < N; ++j) {
-        float& c = C[int64_t(i) * ldc + j];
-        c = beta == 0.0f ? 0.0f : beta * c;
-      }
-    return;
-  }
-  // A B whose rows are whole panels wide is already laid out as its panels, with a longer
-  // stride: it is read in place (the weight gradients' B, B*T rows long, most of all).
-  // Otherwise kPackPanels panels at a time are packed, their rows on cache lines. Each
-  // element of C still sums its k blocks in order, so the cut into groups changes no bit.
-  const bool in_place = !trans_b && N % kNr == 0;
-  alignas(64) float packed[kPackPanels * kKc * kNr];
-  const int panels = (N + kNr - 1) / kNr;
-  const int group = in_place ? panels : kPackPanels;
-  const int ldp = in_place ? ldb : kNr;
-
-  for (int k0 = 0; k0 < K; k0 += kKc) {
-    const int kc = std::min(kKc, K - k0);
-    const float block_beta = k0 == 0 ? beta : 1.0f;  // later blocks add to the first's sum
-    for (int p0 = 0; p0 < panels; p0 += group) {
-      const int p1 = std::min(panels, p0 + group);
-      if (!in_place) {
-        const int j_first = p0 * kNr;
-        const float* b_first = trans_b ? B + int64_t(j_first) * ldb : B + j_first;
-        pack_b(trans_b, b_first, ldb, k0, kc, std::min(N, p1 * kNr) - j_first, packed);
-      }
-      for (int i0 = 0; i0 < M; i0 += kMc) {
-        const int i1 = std::min(M, i0 + kMc);
-        for (int p = p0; p < p1; ++p) {
-          const int j0 = p * kNr, cols = std::min(kNr, N - j0);
-          const float* panel =
-              in_place ? B + int64_t(k0) * ldb + j0 : packed + int64_t(p - p0) * kc * kNr;
-          for (int i = i0; i < i1; i += kMr) {
-            const float* a = kTransA ? A + int64_t(k0) * lda + i : A + int64_t(i) * lda + k0;
-            tile_rows<kTransA>(std::min(kMr, i1 - i), a, lda, panel, ldp, kc,
-                               C + int64_t(i) * ldc + j0, ldc, cols, alpha, block_beta);
-          }
-        }
-      }
-    }
-  }
-}
+};
 
 }  // namespace
 
@@ -155,15 +44,13 @@ bool sgemm_avx512_available() { return true; }
 
 void sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                   int lda, const float* B, int ldb, float beta, float* C, int ldc) {
-  if (trans_a)
-    sgemm_blocked<true>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc);
-  else
-    sgemm_blocked<false>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc);
+  sgemm_blocked::sgemm_any<Avx512>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                                   ldc);
 }
 
 }  // namespace minivit
 
-#else  // built without AVX-512: gemm() uses OpenBLAS and never calls sgemm_avx512
+#else  // built without AVX-512: gemm() never calls sgemm_avx512
 
 #include <cstdlib>
 

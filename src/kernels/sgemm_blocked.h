@@ -1,0 +1,147 @@
+#pragma once
+// The fp32 product of minivit's own kernels, written once for any vector width; an Isa
+// (sgemm_avx512.cpp, sgemm_avx2.cpp) gives the vector type, its operations, the tile and
+// the block sizes.
+//
+// The model's products are tall and thin: (B*T, 64..192) x (64..192, 64..192), and the
+// weight gradients' (64..192, B*T) x (B*T, 64..192). Goto's scheme, cut down to them:
+//   for each block of kKc reductions: pack that block of op(B) into panels of kNr columns
+//     for each block of kMc rows of C: for each panel: for each kMr rows of the block:
+//       one (kMr, kNr) tile of C, held in registers over the whole block of k.
+// op(A) is read in place: a tile's rows are kMr streams along k (A), or one run of kMr
+// floats per k (A^T); the prefetchers follow both, and at these widths a packed copy of A
+// would cost about as much as the arithmetic it feeds.
+// Each element of C sums its products in k order whatever the cut of the shape, so a
+// product split across threads rounds exactly as one that is not.
+#include <algorithm>
+#include <cstdint>
+
+namespace minivit::sgemm_blocked {
+
+// Packs op(B)[k0:k0+kc, 0:N] into panels (ceil(N / kNr), kc, kNr), zero beyond column N.
+template <int kNr>
+void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int N, float* packed) {
+  const int panels = (N + kNr - 1) / kNr;
+  for (int p = 0; p < panels; ++p) {
+    const int j0 = p * kNr, cols = std::min(kNr, N - j0);
+    float* dst = packed + int64_t(p) * kc * kNr;
+    if (!trans_b) {
+      for (int k = 0; k < kc; ++k) {
+        const float* src = B + int64_t(k0 + k) * ldb + j0;
+        float* row = dst + k * kNr;
+        int j = 0;
+        for (; j < cols; ++j) row[j] = src[j];
+        for (; j < kNr; ++j) row[j] = 0.0f;
+      }
+    } else {  // op(B)(k, j) = B[j * ldb + k]: read B's rows along k, write columns
+      int j = 0;
+      for (; j < cols; ++j) {
+        const float* src = B + int64_t(j0 + j) * ldb + k0;
+        for (int k = 0; k < kc; ++k) dst[k * kNr + j] = src[k];
+      }
+      for (; j < kNr; ++j)
+        for (int k = 0; k < kc; ++k) dst[k * kNr + j] = 0.0f;
+    }
+  }
+}
+
+// C[0:kRows, 0:cols] = alpha * op(A)[0:kRows, 0:kc] . panel + beta * C, with op(A)(r, k)
+// at a[k * lda + r] (kTransA) or a[r * lda + k], and the panel's row k at panel + k * ldp.
+// beta == 0 never reads C.
+template <class Isa, int kRows, bool kTransA>
+void tile(const float* a, int lda, const float* panel, int ldp, int kc, float* C, int ldc, int cols,
+          float alpha, float beta) {
+  constexpr int kVecs = Isa::kVecs, kLanes = Isa::kLanes;
+  typename Isa::Vec acc[kRows][kVecs];
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kVecs; ++v) acc[r][v] = Isa::zero();
+  for (int k = 0; k < kc; ++k) {
+    typename Isa::Vec b[kVecs];
+#pragma GCC unroll 4
+    for (int v = 0; v < kVecs; ++v) b[v] = Isa::load(panel + int64_t(k) * ldp + kLanes * v);
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) {
+      const typename Isa::Vec ar =
+          Isa::broadcast(kTransA ? a[int64_t(k) * lda + r] : a[int64_t(r) * lda + k]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) acc[r][v] = Isa::fma(ar, b[v], acc[r][v]);
+    }
+  }
+  Isa::template store<kRows>(acc, C, ldc, cols, alpha, beta);
+}
+
+// Tiles of Isa::kMr rows, and one of `rows` < kMr at the bottom edge.
+template <class Isa, bool kTransA, int kRows = Isa::kMr>
+void tile_rows(int rows, const float* a, int lda, const float* panel, int ldp, int kc, float* C,
+               int ldc, int cols, float alpha, float beta) {
+  if constexpr (kRows >= 1) {
+    if (rows == kRows)
+      return tile<Isa, kRows, kTransA>(a, lda, panel, ldp, kc, C, ldc, cols, alpha, beta);
+    return tile_rows<Isa, kTransA, kRows - 1>(rows, a, lda, panel, ldp, kc, C, ldc, cols, alpha,
+                                              beta);
+  }
+}
+
+template <class Isa, bool kTransA>
+void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans_b,
+           const float* B, int ldb, float beta, float* C, int ldc) {
+  constexpr int kNr = Isa::kLanes * Isa::kVecs, kKc = Isa::kKc, kMc = Isa::kMc, kMr = Isa::kMr;
+  if (K <= 0) {  // an empty sum: C = beta * C, as BLAS defines it
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        float& c = C[int64_t(i) * ldc + j];
+        c = beta == 0.0f ? 0.0f : beta * c;
+      }
+    return;
+  }
+  // A B whose rows are whole panels wide is already laid out as its panels, with a longer
+  // stride: it is read in place (the weight gradients' B, B*T rows long, most of all),
+  // unless the Isa packs every B (kBInPlace false).
+  // Otherwise kPackPanels panels at a time are packed, their rows on cache lines. Each
+  // element of C still sums its k blocks in order, so the cut into groups changes no bit.
+  const bool in_place = Isa::kBInPlace && !trans_b && N % kNr == 0;
+  alignas(64) float packed[Isa::kPackPanels * kKc * kNr];
+  const int panels = (N + kNr - 1) / kNr;
+  const int group = in_place ? panels : Isa::kPackPanels;
+  const int ldp = in_place ? ldb : kNr;
+
+  for (int k0 = 0; k0 < K; k0 += kKc) {
+    const int kc = std::min(kKc, K - k0);
+    const float block_beta = k0 == 0 ? beta : 1.0f;  // later blocks add to the first's sum
+    for (int p0 = 0; p0 < panels; p0 += group) {
+      const int p1 = std::min(panels, p0 + group);
+      if (!in_place) {
+        const int j_first = p0 * kNr;
+        const float* b_first = trans_b ? B + int64_t(j_first) * ldb : B + j_first;
+        pack_b<kNr>(trans_b, b_first, ldb, k0, kc, std::min(N, p1 * kNr) - j_first, packed);
+      }
+      for (int i0 = 0; i0 < M; i0 += kMc) {
+        const int i1 = std::min(M, i0 + kMc);
+        for (int p = p0; p < p1; ++p) {
+          const int j0 = p * kNr, cols = std::min(kNr, N - j0);
+          const float* panel =
+              in_place ? B + int64_t(k0) * ldb + j0 : packed + int64_t(p - p0) * kc * kNr;
+          for (int i = i0; i < i1; i += kMr) {
+            const float* a = kTransA ? A + int64_t(k0) * lda + i : A + int64_t(i) * lda + k0;
+            tile_rows<Isa, kTransA>(std::min(kMr, i1 - i), a, lda, panel, ldp, kc,
+                                    C + int64_t(i) * ldc + j0, ldc, cols, alpha, block_beta);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The entry point of a kernel set: op(A) transposed or not picks the tile's reads.
+template <class Isa>
+void sgemm_any(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  if (trans_a)
+    sgemm<Isa, true>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc);
+  else
+    sgemm<Isa, false>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc);
+}
+
+}  // namespace minivit::sgemm_blocked
