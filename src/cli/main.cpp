@@ -118,10 +118,11 @@ int main(int argc, char** argv) {
                       "as many threads, and each one's scaling over one thread");
   bench_cmd->add_option("--json", bench.json_path, "Also write the results as JSON to this file");
   bench_cmd->footer(
-      "Matrix products run on minivit's own AVX-512 kernels when the build and the CPU have "
-      "AVX-512, else on OpenBLAS; MINIVIT_GEMM=openblas in the environment forces OpenBLAS, to "
-      "compare the two. Training steps compute the blocks' products as the config's "
-      "train.precision says: \"bf16\" (the default config's) takes bf16-rounded inputs where "
+      "Matrix products run on minivit's own kernels: AVX-512 ones when the build and the CPU "
+      "have AVX-512, AVX2 ones when they have AVX2 and FMA, else OpenBLAS; "
+      "MINIVIT_GEMM=openblas in the environment forces OpenBLAS, to compare them. Training "
+      "steps compute the blocks' products as the config's train.precision says: \"bf16\" "
+      "(the default config's) takes bf16-rounded inputs where "
       "the CPU has AVX512_BF16, on AMX tiles where it has those (MINIVIT_GEMM=avx512 keeps "
       "them on AVX512_BF16), and --set train.precision=fp32 measures the fp32 step. "
       "The sgemm line is the fp32 kernels' rate on the model's largest product. "

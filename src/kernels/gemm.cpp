@@ -9,31 +9,37 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "minivit/kernels/sgemm_avx2.h"
 #include "minivit/kernels/sgemm_avx512.h"
 #include "minivit/kernels/threads.h"
 
 namespace minivit {
 
-// Read once from MINIVIT_GEMM (auto, openblas, avx512 or amx); set_gemm_kernels() changes
+// Read once from MINIVIT_GEMM (auto, openblas, avx2, avx512 or amx); set_gemm_kernels() changes
 // it between products. A value that cannot be followed is said once on stderr and the
 // automatic choice made instead: a speed setting never stops a run.
 static GemmKernels& kernels_in_use() {
   static GemmKernels kernels = [] {
     const GemmKernels automatic = sgemm_amx_bf16_available() ? GemmKernels::amx
                                   : sgemm_avx512_available() ? GemmKernels::avx512
+                                  : sgemm_avx2_available()   ? GemmKernels::avx2
                                                              : GemmKernels::openblas;
     const char* env = std::getenv("MINIVIT_GEMM");
     if (!env || !*env || strcasecmp(env, "auto") == 0) return automatic;
     if (strcasecmp(env, "openblas") == 0) return GemmKernels::openblas;
-    const bool avx512 = strcasecmp(env, "avx512") == 0, amx = strcasecmp(env, "amx") == 0;
+    const bool avx2 = strcasecmp(env, "avx2") == 0, avx512 = strcasecmp(env, "avx512") == 0,
+               amx = strcasecmp(env, "amx") == 0;
+    if (avx2 && sgemm_avx2_available()) return GemmKernels::avx2;
     if (avx512 && sgemm_avx512_available()) return GemmKernels::avx512;
     if (amx && sgemm_amx_bf16_available()) return GemmKernels::amx;
-    const char* why = avx512 ? "this build has no AVX-512 kernels"
-                      : amx  ? "AMX tiles are not built in or not usable on this CPU"
-                             : "expected auto, openblas, avx512 or amx";
+    const char* why = avx2     ? "this build has no AVX2 kernels"
+                      : avx512 ? "this build has no AVX-512 kernels"
+                      : amx    ? "AMX tiles are not built in or not usable on this CPU"
+                               : "expected auto, openblas, avx2, avx512 or amx";
     std::fprintf(stderr, "minivit: MINIVIT_GEMM=%s: %s; using %s\n", env, why,
                  automatic == GemmKernels::amx      ? "amx"
                  : automatic == GemmKernels::avx512 ? "avx512"
+                 : automatic == GemmKernels::avx2   ? "avx2"
                                                     : "openblas");
     return automatic;
   }();
@@ -43,6 +49,7 @@ static GemmKernels& kernels_in_use() {
 GemmKernels gemm_kernels() { return kernels_in_use(); }
 
 bool set_gemm_kernels(GemmKernels kernels) {
+  if (kernels == GemmKernels::avx2 && !sgemm_avx2_available()) return false;
   if (kernels == GemmKernels::avx512 && !sgemm_avx512_available()) return false;
   if (kernels == GemmKernels::amx && !sgemm_amx_bf16_available()) return false;
   kernels_in_use() = kernels;
@@ -50,6 +57,7 @@ bool set_gemm_kernels(GemmKernels kernels) {
 }
 
 std::string gemm_kernels_name() {
+  if (kernels_in_use() == GemmKernels::avx2) return "minivit AVX2";
   if (kernels_in_use() == GemmKernels::avx512) return "minivit AVX-512";
   if (kernels_in_use() == GemmKernels::amx) return "minivit AVX-512 + AMX";
   return std::string("OpenBLAS ") + openblas_get_corename();
@@ -81,6 +89,8 @@ static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float 
     return sgemm_amx_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (precision == Precision::bf16 && bf16_products_available())
     return sgemm_avx512_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (kernels_in_use() == GemmKernels::avx2)
+    return sgemm_avx2(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (kernels_in_use() != GemmKernels::openblas)
     return sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,

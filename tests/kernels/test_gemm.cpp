@@ -1,7 +1,7 @@
 // The gemm wrapper against an independent product in double precision (xtensor-blas's
 // linalg::dot): every transpose combination, leading dimensions larger than the matrix,
 // beta = 0 and 1, and sizes large enough to be split across threads; for each set of
-// kernels built in (minivit's AVX-512 ones, with AMX tiles for bf16 products where the CPU
+// kernels built in (minivit's AVX2 and AVX-512 ones, with AMX tiles for bf16 products where the CPU
 // has them, and OpenBLAS).
 #include <catch2/catch.hpp>
 
@@ -16,6 +16,7 @@
 #include "gradcheck.h"
 #include "minivit/kernels/gemm.h"
 #include "minivit/kernels/runtime.h"
+#include "minivit/kernels/sgemm_avx2.h"
 #include "minivit/kernels/sgemm_avx512.h"
 #include "minivit/kernels/threads.h"
 
@@ -72,7 +73,8 @@ static void check_gemm(bool ta, bool tb, int M, int N, int K, float beta, int pa
 template <typename Body>
 static void for_each_gemm_kernels(Body body) {
   const GemmKernels in_use = gemm_kernels();
-  for (GemmKernels kernels : {GemmKernels::openblas, GemmKernels::avx512, GemmKernels::amx})
+  for (GemmKernels kernels :
+       {GemmKernels::openblas, GemmKernels::avx2, GemmKernels::avx512, GemmKernels::amx})
     if (set_gemm_kernels(kernels)) body();
   set_gemm_kernels(in_use);
 }
@@ -91,19 +93,20 @@ TEST_CASE("gemm matches a naive product for all transposes", "[gemm]") {
   });
 }
 
-TEST_CASE("gemm handles every edge of the AVX-512 kernels' tiles", "[gemm]") {
-  // Rows around the 6-row tile and the 96-row block, columns around the 16-wide vectors of
-  // a 64-column tile, reductions around the 128-long packed block; then a beta other than
-  // 0 and 1 with a negative alpha, and a bias gradient's 1^T . dY.
+TEST_CASE("gemm handles every edge of minivit's kernels' tiles", "[gemm]") {
+  // Rows around the 6-row tile and the 96-row block, columns around the 8-wide vectors of
+  // the AVX2 kernels' 16-column tile and the 16-wide ones of the AVX-512 kernels' 64-column
+  // tile, reductions around the 128-long packed block; then a beta other than 0 and 1 with
+  // a negative alpha, and a bias gradient's 1^T . dY.
   for_each_gemm_kernels([] {
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         for (int M : {1, 5, 6, 7, 97})
-          for (int N : {1, 15, 16, 17, 33, 63, 64, 65})
+          for (int N : {1, 7, 8, 9, 15, 16, 17, 33, 63, 64, 65})
             for (int K : {1, 127, 128, 129}) check_gemm(ta, tb, M, N, K, 0.0f, 1);
         check_gemm(ta, tb, 19, 150, 300, 0.25f, 2, -1.5f);
-        // More columns than the kernels pack at a time (4 panels of 64), with a ragged last
-        // group and several reduction blocks.
+        // More columns than the kernels pack at a time (4 panels of 64, 16 of 16), with a
+        // ragged last group and several reduction blocks.
         check_gemm(ta, tb, 100, 300, 150, 0.5f, 1, 2.0f);
         check_gemm(ta, tb, 1, 192, 6400, 1.0f, 0, 1.0f);
       }
@@ -158,10 +161,20 @@ TEST_CASE("gemm with an empty reduction scales C by beta", "[gemm]") {
   });
 }
 
-TEST_CASE("gemm kernels can be switched, and AVX-512 and AMX only where built in", "[gemm]") {
+TEST_CASE("gemm kernels can be switched, and AVX2, AVX-512 and AMX only where built in",
+          "[gemm]") {
   const GemmKernels in_use = gemm_kernels();
   REQUIRE(set_gemm_kernels(GemmKernels::openblas));
   CHECK(gemm_kernels_name().rfind("OpenBLAS ", 0) == 0);
+  if (set_gemm_kernels(GemmKernels::avx2)) {
+    CHECK(gemm_kernels_name() == "minivit AVX2");
+    CHECK_FALSE(bf16_products_available());  // fp32 only
+    CHECK(blas_kernel_advice().empty());
+  } else {
+    CHECK_FALSE(sgemm_avx2_available());
+    CHECK(gemm_kernels() == GemmKernels::openblas);
+  }
+  REQUIRE(set_gemm_kernels(GemmKernels::openblas));
   if (set_gemm_kernels(GemmKernels::avx512)) {
     CHECK(gemm_kernels_name() == "minivit AVX-512");
     CHECK(blas_kernel_advice().empty());  // OpenBLAS computes nothing then

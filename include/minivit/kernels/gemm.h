@@ -7,8 +7,10 @@
 //
 // Kernels: on a CPU with AVX-512, in a build for it (as the default -march=native is),
 // minivit's own kernels (sgemm_avx512.h), made for these tall and thin shapes, compute
-// every product; elsewhere OpenBLAS does. On a CPU with AMX tiles the bf16 products run on
-// them (sgemm_amx_bf16). MINIVIT_GEMM=openblas in the environment keeps to OpenBLAS, and
+// every product; on one with AVX2 and FMA but not AVX-512, the same kernels on 8-lane
+// vectors (sgemm_avx2.h); elsewhere OpenBLAS does. On a CPU with AMX tiles the bf16
+// products run on them (sgemm_amx_bf16). MINIVIT_GEMM=openblas in the environment keeps to
+// OpenBLAS, MINIVIT_GEMM=avx2 takes the 8-lane kernels on an AVX-512 CPU, and
 // MINIVIT_GEMM=avx512 leaves the AMX tiles unused, to compare them.
 //
 // Threading: minivit runs one pool of OpenMP threads (threads.h). BLAS itself is kept
@@ -38,13 +40,14 @@ Precision effective_precision(Precision asked);
 std::string precision_note(Precision asked);
 
 // avx512: minivit's kernels, bf16 products on AVX512_BF16 where built in; amx: the same with
-// the bf16 products on AMX tiles; openblas: OpenBLAS, fp32 only.
-enum class GemmKernels { avx512, amx, openblas };
+// the bf16 products on AMX tiles; avx2: minivit's kernels on 8-lane vectors, fp32 only;
+// openblas: OpenBLAS, fp32 only.
+enum class GemmKernels { avx2, avx512, amx, openblas };
 GemmKernels gemm_kernels();
 // Returns false, and changes nothing, when asked for kernels that are not built in or usable.
 bool set_gemm_kernels(GemmKernels kernels);
-// "minivit AVX-512", "minivit AVX-512 + AMX" or "OpenBLAS <its kernel family>", for logs and
-// the benchmark.
+// "minivit AVX2", "minivit AVX-512", "minivit AVX-512 + AMX" or "OpenBLAS <its kernel
+// family>", for logs and the benchmark.
 std::string gemm_kernels_name();
 
 }  // namespace minivit
