@@ -19,7 +19,9 @@ namespace {
 // Zen kernels (the median of seven pairs; README, Performance). Where
 // OpenBLAS packs both operands on every call and, inside the batch's parallel chunks, runs
 // its thread-count-independent cut piece by piece, these read A in place and take the
-// product whole.
+// product whole. B too is read in place where its rows are whole panels (sgemm_blocked.h):
+// packing every B measured 961-1063 training img/s against 991-1109 (two threads, five
+// rounds alternating).
 struct Avx2 {
   using Vec = __m256;
   static constexpr int kLanes = 8;
@@ -28,9 +30,6 @@ struct Avx2 {
   static constexpr int kKc = 128;     // reductions per packed block: a (kKc, 16) panel is 8 KB
   static constexpr int kMc = 96;      // rows per block: their (kMc, kKc) slice of A stays in L2
   static constexpr int kPackPanels = 16;  // the (kKc, 16 * 16) block on the stack, 128 KB
-  // B read in place where its rows are whole panels: packing every B measured 961-1063
-  // training img/s against 991-1109 (two threads, five rounds alternating).
-  static constexpr bool kBInPlace = true;
 
   static Vec zero() { return _mm256_setzero_ps(); }
   static Vec load(const float* p) { return _mm256_loadu_ps(p); }

@@ -25,7 +25,6 @@ struct Avx512 {
   // the call, so the kernels keep no buffer between calls. Four hold the widest product of a
   // dim-64 model (qkv, 3 panels) in one go, so its loops run as with the whole B packed.
   static constexpr int kPackPanels = 4;
-  static constexpr bool kBInPlace = true;  // B read in place where its rows are whole panels
 
   static Vec zero() { return _mm512_setzero_ps(); }
   static Vec load(const float* p) { return _mm512_loadu_ps(p); }

@@ -97,11 +97,10 @@ void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans
     return;
   }
   // A B whose rows are whole panels wide is already laid out as its panels, with a longer
-  // stride: it is read in place (the weight gradients' B, B*T rows long, most of all),
-  // unless the Isa packs every B (kBInPlace false).
+  // stride: it is read in place (the weight gradients' B, B*T rows long, most of all).
   // Otherwise kPackPanels panels at a time are packed, their rows on cache lines. Each
   // element of C still sums its k blocks in order, so the cut into groups changes no bit.
-  const bool in_place = Isa::kBInPlace && !trans_b && N % kNr == 0;
+  const bool in_place = !trans_b && N % kNr == 0;
   alignas(64) float packed[Isa::kPackPanels * kKc * kNr];
   const int panels = (N + kNr - 1) / kNr;
   const int group = in_place ? panels : Isa::kPackPanels;
