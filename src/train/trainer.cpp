@@ -166,14 +166,14 @@ void Trainer::open_run_files() {
 void Trainer::announce(const std::string& config_path, int threads) const {
   std::fprintf(stderr,
                "minivit train: %s | %lld params | %lld train / %lld val / %lld test images | "
-               "%lld steps (%lld epochs of %lld) | batch %d | %s | %s products | out %s%s\n",
+               "%lld steps (%lld epochs of %lld) | batch %d | %s | %s products on %s | out %s%s\n",
                config_path.c_str(), (long long)model_->num_params, (long long)train_indices_.size(),
                (long long)val_indices_.size(), (long long)data_.test.size(), (long long)total_steps_,
                (long long)total_epochs_, (long long)steps_per_epoch_, batch_size_,
                (ranks_ > 1 ? strprintf("%d ranks x %d threads", ranks_, threads)
                            : strprintf("%d threads", threads)).c_str(),
                std::string(config_name(effective_precision(config_.train.precision))).c_str(),
-               out_dir_.c_str(),
+               gemm_kernels_name().c_str(), out_dir_.c_str(),
                resuming_ ? strprintf(" | resuming at step %lld", (long long)progress_.step).c_str() : "");
   if (const std::string advice = blas_kernel_advice(); !advice.empty())
     std::fprintf(stderr, "%s\n", advice.c_str());

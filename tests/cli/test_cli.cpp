@@ -53,6 +53,8 @@ TEST_CASE("train writes the run directory of the contract and learns", "[cli][tr
   }
   CHECK(epochs == 12);
   CHECK(steps == 12 * 16 / 5 + 1);  // 256 training images / batch 16 = 16 steps per epoch
+  // The first line names the kernels the products run on.
+  CHECK_THAT(run.train.err, Contains("fp32 products on " + minivit::gemm_kernels_name() + " | out "));
   // No temporary files left behind.
   for (const auto& entry : fs::directory_iterator(run.out))
     CHECK(entry.path().string().find(".tmp.") == std::string::npos);
