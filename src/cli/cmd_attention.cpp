@@ -238,7 +238,7 @@ int run_attention(const AttentionOptions& opt) {
   const Config& config = ckpt.config;
   const ModelConfig& m = config.model;
   check_class_index(opt.class_index, m.num_classes);  // before anything is read or written
-  set_num_threads(config.train.threads);
+  set_num_threads(opt.threads >= 0 ? opt.threads : config.train.threads);
 
   // Every input is read before anything is written, so a bad one leaves nothing behind.
   std::vector<SourceImage> inputs;

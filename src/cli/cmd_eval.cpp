@@ -18,7 +18,7 @@ int run_eval(const EvalOptions& opt) {
   Config& config = ckpt.config;
   if (!opt.data_path.empty()) config.data.path = opt.data_path;
   const Split split = parse_split(opt.split, "--split");
-  set_num_threads(config.train.threads);
+  set_num_threads(opt.threads >= 0 ? opt.threads : config.train.threads);
 
   DataSplits data = load_data(config.data, config.model);
   // The same carving as training used, so "val" is the split best.safetensors was chosen on.

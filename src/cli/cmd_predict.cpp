@@ -22,7 +22,7 @@ int run_predict(const PredictOptions& opt) {
   Checkpoint ckpt = load_checkpoint(opt.checkpoint);
   const Config& config = ckpt.config;
   const ModelConfig& m = config.model;
-  set_num_threads(config.train.threads);
+  set_num_threads(opt.threads >= 0 ? opt.threads : config.train.threads);
 
   // Every file is read before any is classified, so a bad one fails the command before it
   // prints a partial answer.

@@ -41,6 +41,9 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--split", eval.split, "test, val or train (default: test)")
       ->check(CLI::IsMember({"test", "val", "train"}));
   eval_cmd->add_option("--json", eval.json_path, "Also write the results as JSON to this file");
+  eval_cmd->add_option("--threads", eval.threads,
+                       "Threads (0: all cores; default: the checkpoint's train.threads)")
+      ->check(CLI::Range(0, 1024));
 
   minivit::AttentionOptions attention;
   CLI::App* attention_cmd = app.add_subcommand(
@@ -80,6 +83,9 @@ int main(int argc, char** argv) {
   attention_cmd->add_flag("--stats", attention.stats,
                           "Attention distance and entropy per layer and head over the images; alone, over the "
                           "whole split");
+  attention_cmd->add_option("--threads", attention.threads,
+                            "Threads (0: all cores; default: the checkpoint's train.threads)")
+      ->check(CLI::Range(0, 1024));
 
   minivit::PredictOptions predict;
   CLI::App* predict_cmd = app.add_subcommand(
@@ -87,6 +93,9 @@ int main(int argc, char** argv) {
   predict_cmd->add_option("--checkpoint", predict.checkpoint, "Checkpoint (.safetensors) written by train")
       ->required();
   predict_cmd->add_option("--topk", predict.topk, "Classes shown per image (default 5)");
+  predict_cmd->add_option("--threads", predict.threads,
+                          "Threads (0: all cores; default: the checkpoint's train.threads)")
+      ->check(CLI::Range(0, 1024));
   predict_cmd->add_option("--json", predict.json_path,
                           "Also write the predictions as JSON to this file: {\"checkpoint\", \"predictions\": "
                           "[{\"image\", \"top\": [{\"class\", \"index\", \"probability\"}, ...]}, ...]}");

@@ -77,6 +77,17 @@ TEST_CASE("eval on the written checkpoint reproduces the trainer's test accuracy
   const RunResult val = run_minivit("eval --checkpoint " + run.out + "/best.safetensors --split val");
   CHECK(val.exit_code == 0);
   CHECK_THAT(val.out, Contains("n 64"));
+  // --threads overrides the checkpoint's train.threads; the answer does not depend on it.
+  const RunResult one = run_minivit("eval --checkpoint " + run.out + "/last.safetensors --threads 1 --json " +
+                                    tmp.str("one.json"));
+  REQUIRE(one.exit_code == 0);
+  const auto on_one = nlohmann::json::parse(read_text(tmp.str("one.json")));
+  CHECK(on_one["top1"] == eval["top1"]);
+  CHECK(on_one["loss"] == eval["loss"]);
+  CHECK(on_one["confusion"] == eval["confusion"]);
+  const RunResult many = run_minivit("eval --checkpoint " + run.out + "/last.safetensors --threads 5000");
+  CHECK(many.exit_code != 0);
+  CHECK_THAT(many.err, Contains("--threads") && Contains("5000"));
 }
 
 TEST_CASE("info describes a checkpoint", "[cli][info]") {

@@ -22,6 +22,7 @@ struct EvalOptions {
   std::string data_path;  // --data: overrides data.path from the checkpoint
   std::string split = "test";
   std::string json_path;
+  int threads = -1;       // --threads N (0: all cores; -1: the checkpoint's train.threads)
 };
 int run_eval(const EvalOptions& options);
 
@@ -38,6 +39,7 @@ struct AttentionOptions {
   double discard = 0.0;
   int class_index = -1;      // --class K: the class the gradient rollout explains (-1: predicted)
   bool stats = false;        // --stats: attention distance and entropy per layer and head
+  int threads = -1;          // --threads N (0: all cores; -1: the checkpoint's train.threads)
 };
 int run_attention(const AttentionOptions& options);
 
@@ -46,6 +48,7 @@ struct PredictOptions {
   int topk = 5;
   std::vector<std::string> images;
   std::string json_path;  // also write the predictions here when set
+  int threads = -1;       // --threads N (0: all cores; -1: the checkpoint's train.threads)
 };
 int run_predict(const PredictOptions& options);
 
