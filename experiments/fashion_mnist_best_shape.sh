@@ -16,7 +16,8 @@
 # b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16
 # b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1
 # b4_mean_pd05_e125 b4_mean_pd05_e125_s1 b4_mean_pd05_u10_e122 b4_mean_pd05_u10_e122_s1
-# b4_mean_pd07_u20_e260 b4_mean_pd07_u16_e205 b4_mean_pd07_u16_e205_s1; the conv pair puts the conv stem,
+# b4_mean_pd07_u20_e260 b4_mean_pd07_u16_e205 b4_mean_pd07_u16_e205_s1 b4_d96_pd07_u10_e115
+# b4_mean_conv_pd07_u13_e150; the conv pair puts the conv stem,
 # model.patch_embed = "conv", in front of the same blocks, and the pd05 runs drop half the
 # patches in training (model.patch_drop = 0.5), each for the epochs that fill the same hour,
 # the u10 pair turning that off for its last 10 epochs (train.unmasked_epochs); the pd07 runs
@@ -28,12 +29,13 @@
 # tiles, 190 epochs with bf16 products on them about 57. On the Zen 3, alone on both cores,
 # 125 epochs with half the patches dropped take about 51 min; on a day it ran 1.5x faster,
 # b4_mean_pd07_u20_e260 took 63 min and b4_mean_pd07_u16_e205 57 min; on a slower day, with
-# minivit's AVX2 product kernels, b4_mean_pd07_u16_e205_s1 took 56 min.
+# minivit's AVX2 product kernels, b4_mean_pd07_u16_e205_s1 took 56 min, b4_d96_pd07_u10_e115 (width
+# 96, 6 heads, MLP 192) 55 min and b4_mean_conv_pd07_u13_e150 (conv stem, 70% dropped) 55 min.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/recipe_runs.sh"
 recipe_setup fashion_mnist_best_shape "$@"
-variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16 b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1 b4_mean_pd05_e125 b4_mean_pd05_e125_s1 b4_mean_pd05_u10_e122 b4_mean_pd05_u10_e122_s1 b4_mean_pd07_u20_e260 b4_mean_pd07_u16_e205 b4_mean_pd07_u16_e205_s1"}
+variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16 b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1 b4_mean_pd05_e125 b4_mean_pd05_e125_s1 b4_mean_pd05_u10_e122 b4_mean_pd05_u10_e122_s1 b4_mean_pd07_u20_e260 b4_mean_pd07_u16_e205 b4_mean_pd07_u16_e205_s1 b4_d96_pd07_u10_e115 b4_mean_conv_pd07_u13_e150"}
 
 # What every run shares: the best recipe's training. 4x4 patches (49 tokens), width 64, 4
 # heads, MLP 128, AdamW (lr 3e-3, weight decay 0.05, 900 warm-up steps, then a cosine
@@ -71,6 +73,8 @@ sets_of() {
     b4_mean_pd07_u20_e260) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_drop=0.7 train.epochs=260 train.unmasked_epochs=20" ;;
     b4_mean_pd07_u16_e205) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_drop=0.7 train.epochs=205 train.unmasked_epochs=16" ;;
     b4_mean_pd07_u16_e205_s1) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_drop=0.7 train.epochs=205 train.unmasked_epochs=16 train.seed=1" ;;
+    b4_d96_pd07_u10_e115) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.dim=96 model.heads=6 model.mlp_dim=192 model.patch_drop=0.7 train.epochs=115 train.unmasked_epochs=10" ;;
+    b4_mean_conv_pd07_u13_e150) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_embed=conv model.patch_drop=0.7 train.epochs=150 train.unmasked_epochs=13" ;;
     *) echo "fashion_mnist_best_shape.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
