@@ -3,8 +3,17 @@
 #include <exception>
 
 #include "minivit/cli/commands.h"
+#include "minivit/core/config.h"
 #include "minivit/core/error.h"
 #include "minivit/kernels/runtime.h"
+
+// --threads of the commands that run a checkpoint (eval, attention, predict).
+static void add_threads_option(CLI::App* command, int& threads) {
+  command
+      ->add_option("--threads", threads,
+                   "Threads (0: all cores; default: the checkpoint's train.threads)")
+      ->check(CLI::Range(0, minivit::kMaxThreads));
+}
 
 int main(int argc, char** argv) {
   minivit::restart_with_tuned_runtime(argv);
@@ -41,9 +50,7 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--split", eval.split, "test, val or train (default: test)")
       ->check(CLI::IsMember({"test", "val", "train"}));
   eval_cmd->add_option("--json", eval.json_path, "Also write the results as JSON to this file");
-  eval_cmd->add_option("--threads", eval.threads,
-                       "Threads (0: all cores; default: the checkpoint's train.threads)")
-      ->check(CLI::Range(0, 1024));
+  add_threads_option(eval_cmd, eval.threads);
 
   minivit::AttentionOptions attention;
   CLI::App* attention_cmd = app.add_subcommand(
@@ -83,9 +90,7 @@ int main(int argc, char** argv) {
   attention_cmd->add_flag("--stats", attention.stats,
                           "Attention distance and entropy per layer and head over the images; alone, over the "
                           "whole split");
-  attention_cmd->add_option("--threads", attention.threads,
-                            "Threads (0: all cores; default: the checkpoint's train.threads)")
-      ->check(CLI::Range(0, 1024));
+  add_threads_option(attention_cmd, attention.threads);
 
   minivit::PredictOptions predict;
   CLI::App* predict_cmd = app.add_subcommand(
@@ -93,9 +98,7 @@ int main(int argc, char** argv) {
   predict_cmd->add_option("--checkpoint", predict.checkpoint, "Checkpoint (.safetensors) written by train")
       ->required();
   predict_cmd->add_option("--topk", predict.topk, "Classes shown per image (default 5)");
-  predict_cmd->add_option("--threads", predict.threads,
-                          "Threads (0: all cores; default: the checkpoint's train.threads)")
-      ->check(CLI::Range(0, 1024));
+  add_threads_option(predict_cmd, predict.threads);
   predict_cmd->add_option("--json", predict.json_path,
                           "Also write the predictions as JSON to this file: {\"checkpoint\", \"predictions\": "
                           "[{\"image\", \"top\": [{\"class\", \"index\", \"probability\"}, ...]}, ...]}");

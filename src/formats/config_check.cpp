@@ -127,8 +127,9 @@ class ConfigChecker {
       fail_at("train.seed", "expected an integer at most " + std::to_string(INT64_MAX) +
                                 ", got " + std::to_string(t.seed));
     at_least("train.threads", t.threads, 0);
-    if (t.threads > 1024)
-      fail_at("train.threads", "expected 0 (all cores) up to 1024, got " + std::to_string(t.threads));
+    if (t.threads > kMaxThreads)
+      fail_at("train.threads", "expected 0 (all cores) up to " + std::to_string(kMaxThreads) +
+                                   ", got " + std::to_string(t.threads));
     positive("train.batch_size", t.batch_size, 1 << 20);
     at_least("train.log_every", t.log_every, 1);
     at_least("train.eval_every", t.eval_every, 1);

@@ -159,6 +159,9 @@ struct OptimConfig {
   float ema_decay = 0.0f;
 };
 
+// Most threads train.threads and the commands' --threads accept.
+constexpr int kMaxThreads = 1024;
+
 struct TrainConfig {
   int epochs = 10;
   int64_t max_steps = 0;  // 0 = from epochs
