@@ -134,6 +134,7 @@ void Trainer::prepare_data() {
   total_epochs_ = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
   const int64_t unmasked_steps = int64_t(config_.train.unmasked_epochs) * steps_per_epoch_;
   unmasked_from_step_ = std::max<int64_t>(0, total_steps_ - unmasked_steps);
+  step_clock_ = StepClock(double(config_.model.tokens()) / config_.model.train_tokens());
 }
 
 void Trainer::create_model(const std::string& init_path) {
@@ -243,8 +244,8 @@ void Trainer::step() {
   const int64_t image_len = int64_t(batch.images.shape()[1]);
   const int K = config_.model.num_classes;
   // From the step alone, so a resumed run switches where an uninterrupted one does.
-  model_->config.patch_drop =
-      progress_.step >= unmasked_from_step_ ? 0.0f : config_.model.patch_drop;
+  const bool every_patch = progress_.step >= unmasked_from_step_;
+  model_->config.patch_drop = every_patch ? 0.0f : config_.model.patch_drop;
   StepResult result = shard_gradients(
       *model_, *acts_, batch.images.data() + shard_first_ * image_len,
       batch.targets.data() + int64_t(shard_first_) * K, batch.labels.data() + shard_first_,
@@ -263,7 +264,9 @@ void Trainer::step() {
   apply_gradients(*model_, *optimizer_, result, lr, config_.optim.clip_grad_norm);
   if (!result.finite) fail_on_nonfinite_loss(result);
   ++progress_.step;
-  train_seconds_ += seconds_since(start);
+  const double step_seconds = seconds_since(start);
+  train_seconds_ += step_seconds;
+  step_clock_.record(every_patch, step_seconds);
   trained_images_ += batch_size_;
   progress_.epoch_loss_sum += double(result.loss) * batch_size_;
   progress_.epoch_correct += result.correct;
@@ -305,7 +308,8 @@ void Trainer::fail_on_nonfinite_loss(const StepResult& result) {
 void Trainer::report_step(const StepResult& result, float lr, int64_t epoch) {
   if (!root_) return;
   const double img_per_s = trained_images_ / std::max(train_seconds_, 1e-9);
-  const double eta = (total_steps_ - progress_.step) * batch_size_ / img_per_s;
+  const int64_t dropped_left = std::max<int64_t>(0, unmasked_from_step_ - progress_.step);
+  const double eta = step_clock_.seconds_left(dropped_left, total_steps_ - progress_.step - dropped_left);
   const bool log_now = progress_.step % config_.train.log_every == 0 || progress_.step == total_steps_;
   if (log_now) {
     log_metrics({{"type", "step"}, {"step", progress_.step}, {"epoch", epoch + 1},

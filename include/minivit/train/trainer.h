@@ -36,6 +36,7 @@
 #include "minivit/model/train_step.h"
 #include "minivit/model/vit.h"
 #include "minivit/train/run_lock.h"
+#include "minivit/train/step_clock.h"
 
 namespace minivit {
 
@@ -141,6 +142,7 @@ class Trainer {
   std::chrono::steady_clock::time_point run_start_, epoch_start_;
   double train_seconds_ = 0.0;
   int64_t trained_images_ = 0;
+  StepClock step_clock_;  // the same steps' times per phase, for the ETA
   // MINIVIT_MPI_PROFILE: time in forward/backward, waiting for the slowest rank (a barrier,
   // only when profiling) and in the gradient sum, since setup.
   bool profile_ = false;
