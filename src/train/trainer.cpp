@@ -264,10 +264,7 @@ void Trainer::step() {
   apply_gradients(*model_, *optimizer_, result, lr, config_.optim.clip_grad_norm);
   if (!result.finite) fail_on_nonfinite_loss(result);
   ++progress_.step;
-  const double step_seconds = seconds_since(start);
-  train_seconds_ += step_seconds;
-  step_clock_.record(every_patch, step_seconds);
-  trained_images_ += batch_size_;
+  step_clock_.record(every_patch, seconds_since(start));
   progress_.epoch_loss_sum += double(result.loss) * batch_size_;
   progress_.epoch_correct += result.correct;
   progress_.epoch_seen += batch_size_;
@@ -307,7 +304,7 @@ void Trainer::fail_on_nonfinite_loss(const StepResult& result) {
 
 void Trainer::report_step(const StepResult& result, float lr, int64_t epoch) {
   if (!root_) return;
-  const double img_per_s = trained_images_ / std::max(train_seconds_, 1e-9);
+  const double img_per_s = batch_size_ * step_clock_.steps_per_second();
   const int64_t dropped_left = std::max<int64_t>(0, unmasked_from_step_ - progress_.step);
   const double eta = step_clock_.seconds_left(dropped_left, total_steps_ - progress_.step - dropped_left);
   const bool log_now = progress_.step % config_.train.log_every == 0 || progress_.step == total_steps_;
@@ -418,7 +415,7 @@ int Trainer::finish() {
   log_metrics(test_line);
   std::printf("trained %lld steps in %s (%.0f img/s while training); run directory %s\n",
               (long long)progress_.step, format_duration(seconds_since(run_start_)).c_str(),
-              trained_images_ / std::max(train_seconds_, 1e-9), out_dir_.c_str());
+              batch_size_ * step_clock_.steps_per_second(), out_dir_.c_str());
   return 0;
 }
 

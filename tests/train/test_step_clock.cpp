@@ -41,3 +41,12 @@ TEST_CASE("step clock: without patch dropout both phases cost the same", "[train
   clock.record(false, 0.4);
   CHECK(clock.seconds_left(3, 2) == Approx(5 * 0.3));
 }
+
+TEST_CASE("step clock: throughput over both phases", "[train]") {
+  StepClock clock(3.5);
+  CHECK(clock.steps_per_second() == 0.0);
+  clock.record(false, 0.1);
+  clock.record(false, 0.1);
+  clock.record(true, 0.3);
+  CHECK(clock.steps_per_second() == Approx(3 / 0.5));
+}

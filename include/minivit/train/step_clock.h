@@ -1,5 +1,5 @@
 #pragma once
-// Training time per phase, for the progress line's ETA. A run with patch dropout and
+// Training time per phase, for the progress line's throughput and ETA. A run with patch dropout and
 // train.unmasked_epochs ends on every patch, where a step costs several times a dropped-patch
 // step; an ETA from the average rate over the whole run so far then promises the tail far too
 // early. The clock keeps the two phases apart and prices the steps left in each at that
@@ -19,6 +19,12 @@ class StepClock {
   void record(bool every_patch, double seconds) {
     seconds_[every_patch] += seconds;
     ++steps_[every_patch];
+  }
+
+  // Steps per second over both phases so far, the run's throughput (0 before any step).
+  double steps_per_second() const {
+    const double seconds = seconds_[0] + seconds_[1];
+    return seconds > 0.0 ? double(steps_[0] + steps_[1]) / seconds : 0.0;
   }
 
   // Seconds the given steps left in each phase will take; 0 before any step was timed.

@@ -140,9 +140,7 @@ class Trainer {
 
   // Throughput counts only the steps themselves, not validation or checkpoints.
   std::chrono::steady_clock::time_point run_start_, epoch_start_;
-  double train_seconds_ = 0.0;
-  int64_t trained_images_ = 0;
-  StepClock step_clock_;  // the same steps' times per phase, for the ETA
+  StepClock step_clock_;  // per phase (patches dropped or not), for images/s and the ETA
   // MINIVIT_MPI_PROFILE: time in forward/backward, waiting for the slowest rank (a barrier,
   // only when profiling) and in the gradient sum, since setup.
   bool profile_ = false;
