@@ -138,6 +138,8 @@ int main(int argc, char** argv) {
       "the CPU has AVX512_BF16, on AMX tiles where it has those (MINIVIT_GEMM=avx512 keeps "
       "them on AVX512_BF16), and --set train.precision=fp32 measures the fp32 step. "
       "The sgemm line is the fp32 kernels' rate on the model's largest product. "
+      "With model.patch_drop, training steps see the kept patches only; a config that ends "
+      "on every patch (train.unmasked_epochs) gets a second train line for those steps. "
       "The latency line is what an embedded user waits for one prediction: one image at a "
       "time on one thread, forward only, after a warm-up, over a cycle of different images.");
 

@@ -454,6 +454,39 @@ TEST_CASE("bench reports single-image latency, and --latency-images sets or skip
   }
 }
 
+TEST_CASE("bench times the every-patch steps of train.unmasked_epochs on a line of their own",
+          "[cli]") {
+  TempDir dir("cli_bench_every_patch");
+  const std::string config = dir.str("tiny.toml"), json = dir.str("bench.json");
+  write_text(config, tiny_config_toml(dir.str("no_data_needed"), dir.str("run")));
+  const std::string args = "bench --config " + config +
+                           " --steps 1 --warmup 0 --latency-images 0 --json " + json +
+                           " --set train.epochs=4 --set model.patch_drop=0.5";
+
+  SECTION("ending on every patch: a second train line and its JSON figures") {
+    const RunResult r = run_minivit(args + " --set train.unmasked_epochs=2");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Contains("ms/step on every patch (the last 2 epochs: train.unmasked_epochs)"));
+    const auto j = nlohmann::json::parse(read_text(json));
+    const double dropped_ips = j.at("train_img_per_s"), every_ips = j.at("train_every_patch_img_per_s");
+    const double dropped_pct = j.at("train_percent_of_sgemm");
+    const double every_pct = j.at("train_every_patch_percent_of_sgemm");
+    REQUIRE(dropped_ips > 0);
+    REQUIRE(every_ips > 0);
+    // Both shares are over the same sgemm rate, so share / rate is the work of one image:
+    // more with every patch than with half of them.
+    CHECK(every_pct / every_ips > 1.5 * dropped_pct / dropped_ips);
+  }
+  SECTION("patch dropout to the end: one train line, no every-patch figures") {
+    const RunResult r = run_minivit(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, !Contains("on every patch"));
+    CHECK_FALSE(nlohmann::json::parse(read_text(json)).contains("train_every_patch_img_per_s"));
+  }
+}
+
 TEST_CASE("bench --threads-sweep measures 1, 2, 4, ... threads up to the cores, one row each",
           "[cli]") {
   TempDir dir("cli_bench_sweep");
