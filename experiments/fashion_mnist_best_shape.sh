@@ -17,11 +17,11 @@
 # b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1
 # b4_mean_pd05_e125 b4_mean_pd05_e125_s1 b4_mean_pd05_u10_e122 b4_mean_pd05_u10_e122_s1
 # b4_mean_pd07_u20_e260 b4_mean_pd07_u16_e205 b4_mean_pd07_u16_e205_s1 b4_d96_pd07_u10_e115
-# b4_mean_conv_pd07_u13_e150; the conv pair puts the conv stem,
+# b4_mean_conv_pd07_u13_e150 b4_mean_pd07_u28_e420_bf16 b4_mean_pd07_u28_e420_bf16_s1; the conv pair puts the conv stem,
 # model.patch_embed = "conv", in front of the same blocks, and the pd05 runs drop half the
 # patches in training (model.patch_drop = 0.5), each for the epochs that fill the same hour,
 # the u10 pair turning that off for its last 10 epochs (train.unmasked_epochs); the pd07 runs
-# drop 70% and end with 20 or 16 epochs on every patch).
+# drop 70% and end with 20, 16 or 28 epochs on every patch).
 # On one core of a 2-core AMD EPYC (Zen 3) with another run beside it, the first two take
 # about an hour each; alone on both cores (THREADS=2) the third takes 45 min and the next two
 # 54-56 min each. On the Zen 4, alone on both cores, a 150-epoch run takes about 56 min, and
@@ -31,11 +31,13 @@
 # b4_mean_pd07_u20_e260 took 63 min and b4_mean_pd07_u16_e205 57 min; on a slower day, with
 # minivit's AVX2 product kernels, b4_mean_pd07_u16_e205_s1 took 56 min, b4_d96_pd07_u10_e115 (width
 # 96, 6 heads, MLP 192) 55 min and b4_mean_conv_pd07_u13_e150 (conv stem, 70% dropped) 55 min.
+# On the Zen 4 with bf16 products, b4_mean_pd07_u28_e420_bf16 (the config now) took 50 min,
+# and its seed 1 57 min on a slower day.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/recipe_runs.sh"
 recipe_setup fashion_mnist_best_shape "$@"
-variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16 b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1 b4_mean_pd05_e125 b4_mean_pd05_e125_s1 b4_mean_pd05_u10_e122 b4_mean_pd05_u10_e122_s1 b4_mean_pd07_u20_e260 b4_mean_pd07_u16_e205 b4_mean_pd07_u16_e205_s1 b4_d96_pd07_u10_e115 b4_mean_conv_pd07_u13_e150"}
+variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16 b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1 b4_mean_pd05_e125 b4_mean_pd05_e125_s1 b4_mean_pd05_u10_e122 b4_mean_pd05_u10_e122_s1 b4_mean_pd07_u20_e260 b4_mean_pd07_u16_e205 b4_mean_pd07_u16_e205_s1 b4_d96_pd07_u10_e115 b4_mean_conv_pd07_u13_e150 b4_mean_pd07_u28_e420_bf16 b4_mean_pd07_u28_e420_bf16_s1"}
 
 # What every run shares: the best recipe's training. 4x4 patches (49 tokens), width 64, 4
 # heads, MLP 128, AdamW (lr 3e-3, weight decay 0.05, 900 warm-up steps, then a cosine
@@ -75,6 +77,8 @@ sets_of() {
     b4_mean_pd07_u16_e205_s1) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_drop=0.7 train.epochs=205 train.unmasked_epochs=16 train.seed=1" ;;
     b4_d96_pd07_u10_e115) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.dim=96 model.heads=6 model.mlp_dim=192 model.patch_drop=0.7 train.epochs=115 train.unmasked_epochs=10" ;;
     b4_mean_conv_pd07_u13_e150) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_embed=conv model.patch_drop=0.7 train.epochs=150 train.unmasked_epochs=13" ;;
+    b4_mean_pd07_u28_e420_bf16) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_drop=0.7 train.epochs=420 train.unmasked_epochs=28 train.precision=bf16" ;;
+    b4_mean_pd07_u28_e420_bf16_s1) echo "model.depth=4 model.pool=mean model.drop_path=0.1 model.patch_drop=0.7 train.epochs=420 train.unmasked_epochs=28 train.precision=bf16 train.seed=1" ;;
     *) echo "fashion_mnist_best_shape.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
