@@ -140,25 +140,33 @@ struct Throughput {
   double serial_share() const { return clear_share + update_share; }
 };
 
+// Seconds of opt.steps training steps after opt.warmup untimed ones; `profile`, if given,
+// splits the timed ones into their phases.
+static double time_train_steps(BenchSetup& s, const BenchOptions& opt,
+                               StepProfile* profile = nullptr) {
+  s.train_steps(opt.warmup, 0);
+  s.acts.profile = profile;
+  const auto t0 = Clock::now();
+  s.train_steps(opt.steps, opt.warmup);
+  const double seconds = seconds_since(t0);
+  s.acts.profile = nullptr;
+  return seconds;
+}
+
 // Training steps and evaluation batches on the thread pool as it is set, each after
 // opt.warmup untimed ones, and the sgemm rate on the same threads.
 static Throughput measure_throughput(BenchSetup& s, const BenchOptions& opt) {
   Throughput t;
-  s.train_steps(opt.warmup, 0);
   StepProfile profile;
-  s.acts.profile = &profile;
-  auto t0 = Clock::now();
-  s.train_steps(opt.steps, opt.warmup);
-  t.train_s = seconds_since(t0);
+  t.train_s = time_train_steps(s, opt, &profile);
   t.attention_share = profile.attention_seconds / t.train_s;
   t.clear_share = profile.clear_seconds / t.train_s;
   t.forward_share = profile.forward_seconds / t.train_s;
   t.backward_share = profile.backward_seconds / t.train_s;
   t.update_share = profile.update_seconds / t.train_s;
-  s.acts.profile = nullptr;
 
   for (int i = 0; i < opt.warmup; ++i) s.eval_batch();
-  t0 = Clock::now();
+  const auto t0 = Clock::now();
   for (int i = 0; i < opt.steps; ++i) s.eval_batch();
   t.eval_s = seconds_since(t0);
 
@@ -181,17 +189,12 @@ struct EveryPatchRate {
 
 static EveryPatchRate measure_every_patch_rate(BenchSetup& s, const BenchOptions& opt,
                                                double sgemm_gflops) {
-  ModelConfig every_patch = s.mc;
-  every_patch.patch_drop = 0.0f;
   s.train_on_every_patch(true);
-  s.train_steps(opt.warmup, 0);
-  const auto t0 = Clock::now();
-  s.train_steps(opt.steps, opt.warmup);
-  const double seconds = seconds_since(t0);
-  s.train_on_every_patch(false);
+  const double seconds = time_train_steps(s, opt);
   EveryPatchRate r;
   r.ips = double(opt.steps) * s.B / seconds;
-  r.gflops = r.ips * vit_train_flops(every_patch) / 1e9;
+  r.gflops = r.ips * vit_train_flops(s.model.config) / 1e9;  // the work of every patch
+  s.train_on_every_patch(false);
   r.percent = 100 * r.gflops / sgemm_gflops;
   r.ms_per_step = 1e3 * seconds / opt.steps;
   return r;
@@ -303,7 +306,8 @@ int run_bench(const BenchOptions& opt) {
   const int B = s.B;
   announce(s, opt, std::to_string(threads) + " threads");
   const Throughput t = measure_throughput(s, opt);
-  const bool ends_on_every_patch = mc.patch_drop > 0.0f && config.train.unmasked_epochs > 0;
+  // The config check admits train.unmasked_epochs only with model.patch_drop.
+  const bool ends_on_every_patch = config.train.unmasked_epochs > 0;
   EveryPatchRate tail;
   if (ends_on_every_patch) tail = measure_every_patch_rate(s, opt, t.sgemm);
   Latency latency;

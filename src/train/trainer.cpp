@@ -306,7 +306,8 @@ void Trainer::report_step(const StepResult& result, float lr, int64_t epoch) {
   if (!root_) return;
   const double img_per_s = batch_size_ * step_clock_.steps_per_second();
   const int64_t dropped_left = std::max<int64_t>(0, unmasked_from_step_ - progress_.step);
-  const double eta = step_clock_.seconds_left(dropped_left, total_steps_ - progress_.step - dropped_left);
+  const double eta =
+      step_clock_.seconds_left(dropped_left, total_steps_ - progress_.step - dropped_left);
   const bool log_now = progress_.step % config_.train.log_every == 0 || progress_.step == total_steps_;
   if (log_now) {
     log_metrics({{"type", "step"}, {"step", progress_.step}, {"epoch", epoch + 1},
