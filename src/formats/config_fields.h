@@ -27,6 +27,7 @@ struct Field {
   std::string_view section;
   std::string_view key;
   FieldTarget target;
+  std::string_view meaning;  // one line, for `minivit config` and docs/config.md
   std::string name() const { return std::string(section) + "." + std::string(key); }
 };
 

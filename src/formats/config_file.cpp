@@ -347,6 +347,67 @@ std::string config_to_toml(const Config& config) {
   return text;
 }
 
+namespace {
+
+template <typename T>
+struct TypeWord;
+template <> struct TypeWord<int> { static constexpr std::string_view word = "integer"; };
+template <> struct TypeWord<int64_t> { static constexpr std::string_view word = "integer"; };
+template <> struct TypeWord<uint64_t> { static constexpr std::string_view word = "integer"; };
+template <> struct TypeWord<float> { static constexpr std::string_view word = "float"; };
+template <> struct TypeWord<bool> { static constexpr std::string_view word = "boolean"; };
+template <> struct TypeWord<std::string> { static constexpr std::string_view word = "string"; };
+template <> struct TypeWord<std::vector<float>> {
+  static constexpr std::string_view word = "array of floats";
+};
+template <> struct TypeWord<std::vector<std::string>> {
+  static constexpr std::string_view word = "array of strings";
+};
+
+ConfigKey describe(const Field& field) {
+  ConfigKey key{field.name(), "", to_toml_text(field), {}, std::string(field.meaning)};
+  std::visit(
+      [&key](auto* target) {
+        using T = std::remove_pointer_t<decltype(target)>;
+        if constexpr (config_fields::IsChoice<T>) {
+          key.type = "choice";
+          for (std::string_view word : config_fields::choice_words(*target))
+            key.choices.emplace_back(word);
+        } else {
+          key.type = TypeWord<T>::word;
+        }
+      },
+      field.target);
+  return key;
+}
+
+}  // namespace
+
+std::vector<ConfigKey> config_keys() {
+  Config defaults;  // fields_of needs a mutable Config; nothing is written
+  std::vector<ConfigKey> keys;
+  for (const Field& field : fields_of(defaults)) keys.push_back(describe(field));
+  return keys;
+}
+
+std::string config_to_commented_toml(const Config& config) {
+  Config copy = config;  // fields_of needs a mutable Config; nothing is written
+  std::string text;
+  std::string_view section;
+  for (const Field& field : fields_of(copy)) {
+    if (field.section != section) {
+      text += (section.empty() ? "[" : "\n[") + std::string(field.section) + "]\n";
+      section = field.section;
+    }
+    const ConfigKey key = describe(field);
+    std::string comment = key.meaning;
+    for (size_t i = 0; i < key.choices.size(); ++i)
+      comment += (i ? ", \"" : "; one of \"") + key.choices[i] + "\"";
+    text += std::string(field.key) + " = " + to_toml_text(field) + "  # " + comment + "\n";
+  }
+  return text;
+}
+
 std::vector<std::pair<std::string, std::string>> config_to_flat(const Config& config) {
   Config copy = config;  // fields_of needs a mutable Config; nothing is written
   std::vector<std::pair<std::string, std::string>> flat;

@@ -1,7 +1,7 @@
 #pragma once
-// The commands of the minivit program, one source file each (cmd_*.cpp). main.cpp parses
-// the command line into these option structs and calls the matching run_* function; each
-// returns the process exit status and reports user errors by throwing minivit::Error.
+// The commands of the minivit program, one source file each (cmd_*.cpp). command_line.cpp
+// parses the command line into these option structs and calls the matching run_* function;
+// each returns the process exit status and reports user errors by throwing minivit::Error.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -70,5 +70,11 @@ struct ExportOptions {
   std::string split = "all";      // --split train|test|all
 };
 int run_export(const ExportOptions& options);
+
+struct ConfigOptions {
+  std::string config_path;        // --config (empty: the defaults)
+  std::vector<std::string> sets;  // --set section.key=value, in order
+};
+int run_config(const ConfigOptions& options);
 
 }  // namespace minivit

@@ -26,6 +26,22 @@ void validate_config(const Config& config);
 // The resolved config as TOML text, every key written, re-readable by load_config.
 std::string config_to_toml(const Config& config);
 
+// One config key as `minivit config` prints it and docs/config.md lists it.
+struct ConfigKey {
+  std::string name;                  // "model.dim"
+  std::string type;                  // "integer", "float", "boolean", "string", "choice",
+                                     // "array of floats", "array of strings"
+  std::string default_text;          // the default as TOML text: 64, "learned", []
+  std::vector<std::string> choices;  // a choice's words, in the table's order; else empty
+  std::string meaning;               // one line
+};
+
+// Every key the config reader accepts, in file order.
+std::vector<ConfigKey> config_keys();
+
+// config_to_toml with each key's meaning (and a choice's words) as a comment after it.
+std::string config_to_commented_toml(const Config& config);
+
 // Flat "section.key" -> value-as-TOML-text pairs, for checkpoint metadata ("minivit." is
 // prepended by the checkpoint writer). config_from_flat inverts it.
 std::vector<std::pair<std::string, std::string>> config_to_flat(const Config& config);
