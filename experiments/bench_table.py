@@ -1,5 +1,8 @@
-"""Table cells that experiments/scaling.sh and experiments/threads.sh share: minivit's
-images/s beside the PyTorch reference's, from the JSON each benchmark writes."""
+"""Table cells that experiments/scaling/scaling.sh and experiments/threads/threads.sh share:
+minivit's images/s beside the PyTorch reference's, from the JSON each benchmark writes, and
+the appending of a run's dated entry to results.md and its figures to results.jsonl."""
+
+import json
 
 
 def whole(value):
@@ -24,8 +27,16 @@ def row(cells):
     return "| " + " | ".join(cells) + " |"
 
 
-def write_table(path, lines):
-    """Writes the table's lines to `path` and prints them."""
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+def append_entry(path, lines):
+    """Adds the lines, a dated entry of a results.md, at the end of `path`, after a blank line,
+    and prints them: earlier entries stay."""
+    with open(path, "a") as f:
+        f.write("\n" + "\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def append_rows(path, rows, **fields):
+    """Adds one JSON line per row to `path`, each with `fields` (the date and commit) first."""
+    with open(path, "a") as f:
+        for r in rows:
+            f.write(json.dumps({**fields, **r}) + "\n")

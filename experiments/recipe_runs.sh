@@ -1,8 +1,9 @@
-# Sourced by the recipe scripts (cifar10_recipe.sh, fashion_mnist_best_shape.sh,
-# fashion_mnist_default_single.sh): train each variant that has no result yet, then print the
-# table of all that have one. The script calls recipe_setup, then defines variants, the array
-# `shared` (the --set pins every run shares) and sets_of VARIANT (the keys=values that make
-# the variant).
+# Sourced by the recipe scripts (cifar10/cifar10_recipe.sh,
+# fashion_mnist_best/fashion_mnist_best_shape.sh,
+# fashion_mnist_default/fashion_mnist_default_single.sh): train each variant that has no
+# result yet, then print the table of all that have one. The script calls recipe_setup, then
+# defines variants, the array `shared` (the --set pins every run shares) and sets_of VARIANT
+# (the keys=values that make the variant).
 
 # recipe_setup NAME [MINIVIT_EXE] [OUT_DIR]: the arguments every recipe script takes. Sets
 # `root` (the source tree), `minivit` (default: the build's), `out` (default: runs/NAME) and

@@ -5,7 +5,8 @@
 step 0 and at the end (with model.pool = "mean" there is no CLS token: the mean over every
 query row instead), and the mean attention distance per layer at the end (for each patch
 query, the attention-weighted distance in patches to the other patches, the CLS column left
-out and the row renormalised). Writes results.md, results.jsonl and grids/<variant>.png."""
+out and the row renormalised). Writes results.md (the table between two marker lines, keeping
+the rest of an existing file), results.jsonl and grids/<variant>.png."""
 import argparse
 import json
 import math
@@ -57,6 +58,25 @@ def early_training(metrics_path, step=200):
     return loss, val
 
 
+BEGIN = "<!-- summarise.py writes the part from here -->\n"
+END = "<!-- to here; the rest of this file is kept as it is -->\n"
+
+
+def write_table(path, table):
+    """Writes the table between the BEGIN and END lines of the results.md at path, keeping
+    the text before and after them (the dated entries written by hand); a file without them,
+    or no file, becomes the table alone between the two lines."""
+    before, after = "", ""
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+        if BEGIN in text and END in text.split(BEGIN, 1)[1]:
+            before, rest = text.split(BEGIN, 1)
+            after = rest.split(END, 1)[1]
+    with open(path, "w") as f:
+        f.write(before + BEGIN + table + END + after)
+
+
 def fmt_layers(values):
     return " ".join(f"{v:.2f}" for v in values)
 
@@ -101,8 +121,7 @@ def main():
               "| variant | test top-1 (mean ± half range) | train img/s | train loss, step 200 | "
               "val top-1, epoch 1 | CLS entropy, step 0 | CLS entropy, end | "
               "mean attention distance, end |\n|---|---|---|---|---|---|---|---|\n")
-    with open(os.path.join(args.out, "results.md"), "w") as f:
-        f.write(header + "\n".join(rows) + "\n")
+    write_table(os.path.join(args.out, "results.md"), header + "\n".join(rows) + "\n")
     with open(os.path.join(args.out, "results.jsonl"), "w") as f:
         for r in records:
             f.write(json.dumps(r) + "\n")

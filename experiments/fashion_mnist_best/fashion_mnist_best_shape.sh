@@ -10,7 +10,7 @@
 # reproducible as the config file moves on; prints a table of test top-1 on
 # last.safetensors, the last epoch's validation and training accuracy, and training speed.
 #
-# Usage: experiments/fashion_mnist_best_shape.sh [MINIVIT_EXE] [OUT_DIR]
+# Usage: experiments/fashion_mnist_best/fashion_mnist_best_shape.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: THREADS (1: one run per core, two at a time, gives the same weights as a run
 # on all cores), VARIANTS (all of: b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90
 # b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16
@@ -31,11 +31,12 @@
 # b4_mean_pd07_u20_e260 took 63 min and b4_mean_pd07_u16_e205 57 min; on a slower day, with
 # minivit's AVX2 product kernels, b4_mean_pd07_u16_e205_s1 took 56 min, b4_d96_pd07_u10_e115 (width
 # 96, 6 heads, MLP 192) 55 min and b4_mean_conv_pd07_u13_e150 (conv stem, 70% dropped) 55 min.
-# On the Zen 4 with bf16 products, b4_mean_pd07_u28_e420_bf16 (the config now) took 50 min,
-# and its seed 1 57 min on a slower day.
+# On the Zen 4 with bf16 products, b4_mean_pd07_u28_e420_bf16 (configs/fashion_mnist_best.toml
+# from commit bb6fb8f) took 50 min, and its seed 1 57 min on a slower day.
+# Figures: experiments/fashion_mnist_best/results.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-source "$here/recipe_runs.sh"
+source "$here/../recipe_runs.sh"
 recipe_setup fashion_mnist_best_shape "$@"
 variants=${VARIANTS:-"b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90 b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16 b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1 b4_mean_pd05_e125 b4_mean_pd05_e125_s1 b4_mean_pd05_u10_e122 b4_mean_pd05_u10_e122_s1 b4_mean_pd07_u20_e260 b4_mean_pd07_u16_e205 b4_mean_pd07_u16_e205_s1 b4_d96_pd07_u10_e115 b4_mean_conv_pd07_u13_e150 b4_mean_pd07_u28_e420_bf16 b4_mean_pd07_u28_e420_bf16_s1"}
 

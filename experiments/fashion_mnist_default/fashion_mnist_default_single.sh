@@ -5,8 +5,9 @@
 # validation split at the same number of training images seen, the conv stem
 # (model.patch_embed = "conv") for the epochs that take the time of 18 without it, and patch
 # dropout (model.patch_drop 0.5, 0.6, 0.7 and 0.25) for about the blocks' work of 6-9 epochs
-# without it; pd70_e22 is the config now.
-# Usage: experiments/fashion_mnist_default_single.sh [MINIVIT_EXE] [OUT_DIR]
+# without it; pd70_e22 is configs/fashion_mnist.toml's recipe (commit 1b64bd1). Figures:
+# experiments/fashion_mnist_default/results.md.
+# Usage: experiments/fashion_mnist_default/fashion_mnist_default_single.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: THREADS (1: one run per core, two at a time, gives the same weights as a run
 # on all cores), VARIANTS (all of: base_s0 base_s1 base_s2 ls_s0 ls_s1 flip_s0
 # ls_flip_s0 val05_e17_s0 conv_e14_s0 conv_e14_s1 conv_e14_s2 pd50_e17_s0 pd50_e17_s1
@@ -15,7 +16,7 @@
 # 2-core Zen 3 (AVX2) the patch-dropout runs take 11-12 min each, two at a time.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-source "$here/recipe_runs.sh"
+source "$here/../recipe_runs.sh"
 recipe_setup fashion_mnist_default_single "$@"
 variants=${VARIANTS:-"base_s0 base_s1 base_s2 ls_s0 ls_s1 flip_s0 ls_flip_s0 val05_e17_s0 conv_e14_s0 conv_e14_s1 conv_e14_s2 pd50_e17_s0 pd50_e17_s1 pd50_e17_s2 pd25_e12_s0 pd60_e17_s0 pd70_e22_s0 pd70_e22_s1 pd70_e22_s2"}
 

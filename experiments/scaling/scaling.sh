@@ -2,24 +2,26 @@
 # Throughput study: minivit and PyTorch (Debian's python3-torch, same machine, same OpenBLAS)
 # side by side, training and evaluating the default Fashion-MNIST model while one factor
 # varies: batch size, token count (patch size), depth, threads.
-# Writes experiments/scaling.md (a table) and experiments/scaling.jsonl (raw results).
-# Usage: experiments/scaling.sh [MINIVIT_EXE]   (run on an otherwise idle machine)
+# Adds a dated entry (date, commit, CPU, command, then the table) at the end of
+# experiments/scaling/results.md, and every figure both benchmarks reported to
+# experiments/scaling/results.jsonl, one line per row with the date and commit.
+# Usage: experiments/scaling/scaling.sh [MINIVIT_EXE]   (run on an otherwise idle machine)
 # Both sides build the model of experiments/study_model.sh, the CLS-token form without drop
 # path (the reference's bench has neither mean pooling nor drop path), whatever the config
 # file chooses; depth, patch size, batch and threads vary from there.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 minivit=${1:-build/minivit}
 config=configs/fashion_mnist.toml
 python=/usr/bin/python3
 torch_ok=0
 "$python" -c "import torch" 2>/dev/null && torch_ok=1
-out_md=experiments/scaling.md
-out_jsonl=experiments/scaling.jsonl
+out_md=experiments/scaling/results.md
+out_jsonl=experiments/scaling/results.jsonl
 tmp=$(mktemp -d)
 source experiments/study_model.sh
 trap 'rm -rf "$tmp"' EXIT
-: > "$out_jsonl"
+: > "$tmp/run.jsonl"
 
 # run NAME BATCH PATCH DEPTH THREADS
 run() {
@@ -36,7 +38,7 @@ run() {
       --depth $depth --threads $threads --steps $tsteps --warmup 1 --json "$tmp/t.json" > /dev/null 2>&1 &&
       torch_json=$(cat "$tmp/t.json")
   fi
-  "$python" - "$name" "$batch" "$patch" "$depth" "$threads" "$tmp/m.json" "$torch_json" >> "$out_jsonl" <<'PY'
+  "$python" - "$name" "$batch" "$patch" "$depth" "$threads" "$tmp/m.json" "$torch_json" >> "$tmp/run.jsonl" <<'PY'
 import json, sys
 name, batch, patch, depth, threads, mpath, tjson = sys.argv[1:]
 m = json.load(open(mpath))
@@ -52,15 +54,20 @@ for p in 7 4 2; do run tokens 128 $p 6 2; done
 for d in 3 6 12; do run depth 128 4 $d 2; done
 for t in 1 2; do run threads 128 4 6 $t; done
 
-"$python" - "$out_jsonl" "$out_md" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" <<'PY'
+cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) (family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs), model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | xargs); AVX-512: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no))"
+"$python" - "$tmp/run.jsonl" "$out_md" "$out_jsonl" "$cpu" "$(nproc)" "$(date +%F)" \
+  "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$minivit" <<'PY'
 import json, sys
 sys.path.insert(0, "experiments")
-from bench_table import beside_torch, row, whole, write_table
-rows = [json.loads(l) for l in open(sys.argv[1])]
-cpu = sys.argv[3]
+from bench_table import append_entry, append_rows, beside_torch, row, whole
+run_jsonl, out_md, out_jsonl, cpu, cores, date, commit, minivit = sys.argv[1:]
+rows = [json.loads(l) for l in open(run_jsonl)]
 m0 = rows[0]["minivit"]
 kernels = m0.get("gemm_kernels", "OpenBLAS " + m0["blas_kernels"])
-lines = [f"Machine: {cpu}, 2 cores; minivit's products through {kernels} "
+lines = [f"## {date}, {commit}: {cpu}", "",
+         f"`experiments/scaling/scaling.sh {minivit}`. Every figure is in `results.jsonl`, "
+         f"the lines dated {date}.", "",
+         f"Machine: {cpu}, {cores} cores; minivit's products through {kernels} "
          f"({m0['sgemm_gflops']:.0f} GFLOP/s on 6400x192x64, 2 threads); OpenBLAS {m0['blas_kernels']} "
          f"kernels ({m0.get('openblas_sgemm_gflops', m0['sgemm_gflops']):.0f} GFLOP/s on the same product) "
          "for PyTorch.", "",
@@ -73,5 +80,6 @@ for r in rows:
                      + [f"{m['gflops']:.1f}", f"{100 * m['attention_time_share']:.0f}%",
                         f"{100 * m['attention_flop_share']:.0f}%", f"{m['peak_rss_mb']:.0f}",
                         whole(t.get("peak_rss_mb"))]))
-write_table(sys.argv[2], lines)
+append_entry(out_md, lines)
+append_rows(out_jsonl, rows, date=date, commit=commit)
 PY

@@ -5,21 +5,23 @@
 # imports) on the same model at the same thread counts, pinned to as many cores, at each
 # batch size of BATCHES. The reference's attention is the explicit softmax(q k^T) v, as
 # timm's without its fused kernel.
-# Writes experiments/threads.md (the table) and experiments/threads.jsonl (every figure).
+# Adds a dated entry (date, commit, CPU, command, then the table) at the end of
+# experiments/threads/results.md, and every figure to experiments/threads/results.jsonl, one
+# line per row with the date and commit.
 #
-# Usage: experiments/threads.sh [MINIVIT_EXE] [CONFIG]
+# Usage: experiments/threads/threads.sh [MINIVIT_EXE] [CONFIG]
 # Environment: BATCHES (default "128 512"), PYTHON (an interpreter that imports torch;
 # default /usr/bin/python3, Debian's python3-torch), TORCH_STEPS (timed steps, default 20).
 # Run it on an otherwise idle machine; without torch the PyTorch columns stay empty.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 minivit=$(realpath "${1:-build/minivit}")
 config=${2:-configs/fashion_mnist.toml}
 batches=${BATCHES:-"128 512"}
 python=${PYTHON:-/usr/bin/python3}
 torch_steps=${TORCH_STEPS:-20}
-out_md=experiments/threads.md
-out_jsonl=experiments/threads.jsonl
+out_md=experiments/threads/results.md
+out_jsonl=experiments/threads/results.jsonl
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -42,7 +44,7 @@ PY
 )
 read -r -a model_args <<< "$model_args"
 
-: > "$out_jsonl"
+: > "$tmp/run.jsonl"
 for batch in $batches; do
   echo "batch $batch: minivit bench --threads-sweep" >&2
   "$minivit" bench --config "$config" --set train.batch_size="$batch" --set model.drop_path=0 \
@@ -57,7 +59,7 @@ for batch in $batches; do
         --batch-size "$batch" --threads "$threads" --steps "$torch_steps" --warmup 2 \
         --json "$tmp/torch.json" > /dev/null && torch_json=$(cat "$tmp/torch.json")
     fi
-    "$python" - "$batch" "$threads" "$tmp/minivit.json" "$torch_json" >> "$out_jsonl" <<'PY'
+    "$python" - "$batch" "$threads" "$tmp/minivit.json" "$torch_json" >> "$tmp/run.jsonl" <<'PY'
 import json, sys
 batch, threads, minivit_path, torch_text = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 m = json.load(open(minivit_path))
@@ -69,15 +71,19 @@ PY
 done
 
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) (family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs), model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | xargs); AVX-512: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no))"
-"$python" - "$out_jsonl" "$out_md" "$cpu" "$config" <<'PY'
+"$python" - "$tmp/run.jsonl" "$out_md" "$out_jsonl" "$cpu" "$config" "$(date +%F)" \
+  "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "${1:-build/minivit}" "$batches" <<'PY'
 import json, sys
 sys.path.insert(0, "experiments")
-from bench_table import beside_torch, row, write_table
-rows = [json.loads(line) for line in open(sys.argv[1])]
-cpu, config = sys.argv[3], sys.argv[4]
+from bench_table import append_entry, append_rows, beside_torch, row
+run_jsonl, out_md, out_jsonl, cpu, config, date, commit, minivit, batches = sys.argv[1:]
+rows = [json.loads(line) for line in open(run_jsonl)]
 first = rows[0]
 torch_version = next((r["torch"]["torch_version"] for r in rows if r["torch"]), None)
-lines = [f"Machine: {cpu}, {first['cores']} cores; `{config}`; minivit's products through "
+lines = [f"## {date}, {commit}: {cpu}", "",
+         f"`BATCHES=\"{batches}\" experiments/threads/threads.sh {minivit} {config}`. Every figure "
+         f"is in `results.jsonl`, the lines dated {date}.", "",
+         f"Machine: {cpu}, {first['cores']} cores; `{config}`; minivit's products through "
          f"{first['gemm_kernels']}; PyTorch: "
          + (f"{torch_version}, the reference model of tests/reference, pinned to the first N cores."
             if torch_version else "not installed."), "",
@@ -96,5 +102,6 @@ for r in rows:
                      + [f"{m['sgemm_gflops']:.0f}", f"{m['train_percent_of_sgemm']:.0f}%",
                         scale("train_img_per_s"), scale("eval_img_per_s"),
                         f"{100 * m['serial_time_share']:.2f}%"]))
-write_table(sys.argv[2], lines)
+append_entry(out_md, lines)
+append_rows(out_jsonl, rows, date=date, commit=commit)
 PY

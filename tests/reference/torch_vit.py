@@ -4,14 +4,14 @@
 This file is its command line. The model (vit_model.py) is written by hand (timm is not
 available) but mirrors timm's VisionTransformer(global_pool='token', class_token=True,
 qkv_bias=True, no pre-norm, no fc_norm) closely enough that its state_dict names, shapes
-and numerics are the ones in the project README. Its purpose is to be an oracle for the C++
+and numerics are the ones in docs/model.md. Its purpose is to be an oracle for the C++
 code: gradients (via `step` + `compare`), attention maps (`attention`) and speed (`bench`);
 `selftest` (vit_selftest.py) checks the reference itself. vit_files.py reads and writes
 safetensors and IDX files.
 
 Besides that default it builds every model form minivit offers: attention scores
 (scaled_dot, dot, additive, cosine), position embeddings (learned, sincos2d, none) and
-pooling (cls, mean: timm's global_pool='avg', class_token=False). See README.md for the
+pooling (cls, mean: timm's global_pool='avg', class_token=False). See docs/model.md for the
 tensor table of each form.
 
 Run with Debian's interpreter: /usr/bin/python3 torch_vit.py SUBCOMMAND --help
