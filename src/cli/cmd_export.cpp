@@ -8,6 +8,7 @@
 // an fsync per file, which for 70,000 small files is the difference between seconds and
 // minutes.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 
 #include "minivit/cli/commands.h"
 #include "minivit/core/error.h"
+#include "minivit/core/fileio.h"
 #include "minivit/core/progress.h"
 #include "minivit/data/data.h"
 #include "minivit/data/folder.h"
@@ -102,14 +104,16 @@ void fsync_dir(const fs::path& dir) {
   }
 }
 
-// Removes "NAME.tmp.PID" trees in `parent` left by exports that were killed.
+// Removes "NAME.tmp.PID.XXXXXX" (and "NAME.tmp.PID") trees in `parent` left by exports that
+// were killed.
 void remove_stale_trees(const fs::path& parent, const std::string& name) {
   std::error_code ec;
   const std::string prefix = name + ".tmp.";
   for (const auto& entry : fs::directory_iterator(parent, ec)) {
     const std::string entry_name = entry.path().filename().string();
     if (entry_name.rfind(prefix, 0) != 0) continue;
-    const std::string pid_text = entry_name.substr(prefix.size());
+    std::string pid_text = entry_name.substr(prefix.size());
+    pid_text = pid_text.substr(0, pid_text.find('.'));
     if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
     const long pid = std::strtol(pid_text.c_str(), nullptr, 10);
     if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
@@ -125,6 +129,18 @@ struct TemporaryTree {
     if (!done) fs::remove_all(path, ec);
   }
 };
+
+// Creates OUT.tmp.PID.XXXXXX with mkdir, which fails on anything already there (a planted
+// link included), so the tree is written nowhere but in a directory of its own.
+TemporaryTree create_temporary_tree(const fs::path& out) {
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    const std::string candidate = temporary_name(out.string());
+    if (::mkdir(candidate.c_str(), 0755) == 0) return TemporaryTree{candidate};
+    if (errno != EEXIST)
+      throw Error(candidate + ": cannot create (" + std::strerror(errno) + ")");
+  }
+  throw Error(out.string() + ": cannot create a temporary directory beside it");
+}
 
 // One folder name per class, all distinct.
 std::vector<std::string> class_folders_for(const Dataset& data) {
@@ -183,9 +199,7 @@ int run_export(const ExportOptions& opt) {
   int64_t total = 0;
   for (const auto& split : splits) total += split.second->size();
 
-  TemporaryTree tree{parent / (out.filename().string() + ".tmp." + std::to_string(::getpid()))};
-  fs::create_directories(tree.path, ec);
-  if (ec) throw Error(tree.path.string() + ": cannot create (" + ec.message() + ")");
+  TemporaryTree tree = create_temporary_tree(parent / out.filename());
 
   int64_t written = 0;
   for (const auto& [split_name, dataset] : splits) {

@@ -2,6 +2,7 @@
 // resolved config, parameter count, step, epoch and accuracy; for any other safetensors
 // file: its tensors.
 #include <cstdio>
+#include <utility>
 
 #include "minivit/cli/commands.h"
 #include "minivit/core/progress.h"
@@ -49,7 +50,8 @@ int run_info(const std::string& path) {
       std::printf("  %-40s %s\n", name.c_str(), shape_text(file.tensors[name].shape).c_str());
     return 0;
   }
-  Checkpoint ckpt = load_checkpoint(path);
+  // From the bytes already read: the input may be a stream that can be read only once.
+  Checkpoint ckpt = checkpoint_from_safetensors(std::move(file), path);
   const TrainingProgress& p = ckpt.progress;
   std::printf("%s: minivit checkpoint (format %s, checksum %s)\n", path.c_str(),
               ckpt.metadata["minivit.format_version"].c_str(),

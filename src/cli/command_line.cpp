@@ -2,6 +2,7 @@
 #include "minivit/cli/command_line.h"
 
 #include "minivit/core/config.h"
+#include "minivit/core/error.h"
 
 namespace minivit {
 
@@ -13,6 +14,23 @@ void add_threads_option(CLI::App* command, int& threads) {
       ->add_option("--threads", threads,
                    "Threads (0: all cores; default: the checkpoint's train.threads)")
       ->check(CLI::Range(0, kMaxThreads));
+}
+
+// CLI::ExistingFile, or "-" for standard input.
+CLI::Validator existing_file_or_stdin() {
+  return CLI::Validator(
+      [](std::string& path) { return path == "-" ? std::string() : CLI::ExistingFile(path); },
+      "FILE or -");
+}
+
+// Standard input can be read once: at most one "-" among a command's file arguments.
+void check_one_stdin(const CLI::App& command) {
+  int dashes = 0;
+  for (const CLI::Option* option : command.get_options())
+    for (const std::string& value : option->results()) dashes += value == "-";
+  if (dashes > 1)
+    throw Error("standard input (-) can be read once, but " + std::to_string(dashes) +
+                " arguments of '" + command.get_name() + "' name it");
 }
 
 }  // namespace
@@ -41,6 +59,7 @@ std::string CommandLine::command() const {
 
 int CommandLine::run() const {
   const std::string name = command();
+  for (const CLI::App* chosen : app_.get_subcommands()) check_one_stdin(*chosen);
   if (name == "train") return run_train(train);
   if (name == "eval") return run_eval(eval);
   if (name == "attention") return run_attention(attention);
@@ -57,7 +76,8 @@ void CommandLine::add_train(bool check_files) {
       "train", "Train a model from a config file; writes checkpoints, metrics.jsonl, "
                "curves.png and eval.json into the run directory.");
   command->add_option("--config", train.config_path,
-                      "TOML config file (optional with --resume: the run's config.toml)");
+                      "TOML config file, - for standard input (optional with --resume: the "
+                      "run's config.toml)");
   command->add_option("--set", train.sets,
                       "Override one key, e.g. --set optim.lr=5e-4 (repeatable; wins over the file)");
   command->add_option("--out", train.out_dir, "Run directory (default: train.out_dir)");
@@ -65,14 +85,16 @@ void CommandLine::add_train(bool check_files) {
                       "Continue the interrupted run in this directory exactly where it stopped");
   CLI::Option* init = command->add_option(
       "--init", train.init_path,
-      "Start from the weights in this .safetensors file (timm names and shapes)");
-  if (check_files) init->check(CLI::ExistingFile);
+      "Start from the weights in this .safetensors file (timm names and shapes; - reads "
+      "standard input)");
+  if (check_files) init->check(existing_file_or_stdin());
 }
 
 void CommandLine::add_eval() {
   CLI::App* command = app_.add_subcommand(
       "eval", "Evaluate a checkpoint: top-1, top-5, loss, per-class accuracy, confusion matrix.");
-  command->add_option("--checkpoint", eval.checkpoint, "Checkpoint (.safetensors) written by train")
+  command->add_option("--checkpoint", eval.checkpoint,
+                      "Checkpoint (.safetensors) written by train; - reads standard input")
       ->required();
   command->add_option("--data", eval.data_path,
                       "Dataset path (default: data.path stored in the checkpoint)");
@@ -95,11 +117,13 @@ void CommandLine::add_attention() {
       "gallery index.html, misclassified images first. With --stats: the mean attention distance and "
       "entropy per layer and head (stats.json, stats.png).");
   AttentionOptions& options = attention;
-  command->add_option("--checkpoint", options.checkpoint, "Checkpoint (.safetensors) written by train")
+  command->add_option("--checkpoint", options.checkpoint,
+                      "Checkpoint (.safetensors) written by train; - reads standard input")
       ->required();
   command->add_option("--image", options.images,
-                      "Image file (PNG, JPEG, BMP, TGA...), converted to the model's channels and "
-                      "size and normalised as in training; repeat it for several images");
+                      "Image file (PNG, JPEG, BMP, TGA...; - reads standard input), converted to "
+                      "the model's channels and size and normalised as in training; repeat it "
+                      "for several images");
   command->add_option("--index", options.index,
                       "Or: image N of a split of the checkpoint's dataset (0-based)")
       ->check(CLI::NonNegativeNumber);
@@ -127,7 +151,8 @@ void CommandLine::add_attention() {
 void CommandLine::add_predict() {
   CLI::App* command = app_.add_subcommand(
       "predict", "Classify image files: the top classes and their probabilities for each image.");
-  command->add_option("--checkpoint", predict.checkpoint, "Checkpoint (.safetensors) written by train")
+  command->add_option("--checkpoint", predict.checkpoint,
+                      "Checkpoint (.safetensors) written by train; - reads standard input")
       ->required();
   command->add_option("--topk", predict.topk, "Classes shown per image (default 5)");
   add_threads_option(command, predict.threads);
@@ -135,15 +160,16 @@ void CommandLine::add_predict() {
                       "Also write the predictions as JSON to this file: {\"checkpoint\", \"predictions\": "
                       "[{\"image\", \"top\": [{\"class\", \"index\", \"probability\"}, ...]}, ...]}");
   command->add_option("IMAGE", predict.images,
-                      "Image files (PNG, JPEG, BMP, TGA...), converted to the model's channels and "
-                      "size and normalised as in training")
+                      "Image files (PNG, JPEG, BMP, TGA...; - reads standard input), converted to "
+                      "the model's channels and size and normalised as in training")
       ->required();
 }
 
 void CommandLine::add_info() {
   CLI::App* command = app_.add_subcommand(
       "info", "Show a checkpoint's config, parameter count, step and accuracy.");
-  command->add_option("FILE", info_path, "A .safetensors file")->required();
+  command->add_option("FILE", info_path, "A .safetensors file; - reads standard input")
+      ->required();
 }
 
 void CommandLine::add_bench() {
@@ -202,7 +228,8 @@ void CommandLine::add_config() {
       "Print every config key with its value and its meaning, as a TOML file train reads: "
       "the defaults, or a config file with its --set overrides applied.");
   command->add_option("--config", config.config_path,
-                      "TOML config file to resolve (default: print the defaults)");
+                      "TOML config file to resolve, - for standard input (default: print the "
+                      "defaults)");
   command->add_option("--set", config.sets,
                       "Override one key, e.g. --set model.depth=6 (repeatable; wins over the file)");
 }

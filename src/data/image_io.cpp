@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <new>
 
 #include "minivit/core/error.h"
+#include "minivit/core/fileio.h"
 #include "minivit/data/data.h"
 
 #pragma GCC diagnostic push
@@ -21,8 +23,6 @@
 namespace minivit {
 
 namespace {
-
-using FileHandle = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
 
 std::string stb_reason() {
   const char* reason = stbi_failure_reason();
@@ -38,28 +38,92 @@ std::string size_error(const ImageHeader& header) {
          std::to_string(kMaxImagePixels) + " pixels";
 }
 
-// Opens `path` and reads its header; on failure `error` says why and the handle is null.
-FileHandle open_image(const std::string& path, ImageHeader& header, std::string& error) {
-  FileHandle file(std::fopen(path.c_str(), "rb"), std::fclose);
-  if (!file) {
-    error = std::string("cannot open (") + std::strerror(errno) + ")";
-    return file;
+const stbi_uc* as_stb(const std::string& bytes) {
+  return reinterpret_cast<const stbi_uc*>(bytes.data());
+}
+
+// Reads the header of an image held in memory; "" or why it cannot be used.
+std::string memory_header(const std::string& bytes, ImageHeader& header) {
+  if (!stbi_info_from_memory(as_stb(bytes), int(bytes.size()), &header.width, &header.height,
+                             &header.channels))
+    return "not an image stb_image can read: " + stb_reason();
+  return size_error(header);
+}
+
+// What a stream's first bytes must hold: every format stb_image reads states the image's
+// size within them.
+constexpr uint64_t kStreamHeaderBytes = uint64_t(1) << 18;
+
+// The bytes of an image input, opened once and read once. A regular file is read whole; a
+// stream (pipe, FIFO, standard input) is read as far as the image its first bytes announce
+// can take, twice its pixels at 4 bytes each and a megabyte, so an endless or foreign
+// stream fails at once. Never throws: "" or why not, without the path.
+std::string read_image_bytes(const std::string& path, std::string& bytes) {
+  try {
+    InputFile in(path);
+    if (in.size() > uint64_t(std::numeric_limits<int>::max()))
+      return "file is " + std::to_string(in.size()) + " bytes, larger than any image read here";
+    if (in.regular()) {
+      bytes = in.read_rest(0, "the image is");
+      return "";
+    }
+    bytes = in.read_up_to(kStreamHeaderBytes);
+    if (in.at_end()) return "";
+    ImageHeader header;
+    const std::string error = memory_header(bytes, header);
+    if (!error.empty())
+      return error + " (from its first " + std::to_string(bytes.size()) + " bytes)";
+    const uint64_t bound = 2 * uint64_t(header.width) * uint64_t(header.height) * 4 + (1u << 20);
+    bytes += in.read_rest(bound - std::min<uint64_t>(bound, bytes.size()),
+                          "an image of " + std::to_string(header.width) + "x" +
+                              std::to_string(header.height) + " pixels is");
+    return "";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    const std::string prefix = (is_stdin_path(path) ? "standard input" : path) + ": ";
+    return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+  } catch (const std::bad_alloc&) {
+    return "out of memory while reading";
   }
-  // stbi_info_from_file returns to the start of the file, so stbi_load_from_file can follow.
-  if (!stbi_info_from_file(file.get(), &header.width, &header.height, &header.channels))
-    error = "not an image stb_image can read: " + stb_reason();
-  else
-    error = size_error(header);
-  if (!error.empty()) file.reset();
-  return file;
+}
+
+// Decodes an image held in memory into `out`, planar (channels, height, width).
+std::string decode_bytes(const std::string& bytes, int channels, int width, int height,
+                         uint8_t* out) {
+  ImageHeader header;
+  const std::string error = memory_header(bytes, header);
+  if (!error.empty()) return error;
+  int w = 0, h = 0, stored = 0;
+  std::unique_ptr<stbi_uc, void (*)(void*)> decoded(
+      stbi_load_from_memory(as_stb(bytes), int(bytes.size()), &w, &h, &stored, channels),
+      stbi_image_free);
+  if (!decoded) return "damaged image, stb_image cannot decode it: " + stb_reason();
+
+  // stb gives interleaved (h, w, channels); resize in that layout, then split the planes.
+  std::vector<uint8_t> resized;
+  const uint8_t* src = decoded.get();
+  if (w != width || h != height) {
+    resized.resize(size_t(width) * size_t(height) * size_t(channels));
+    if (!stbir_resize_uint8(src, w, h, 0, resized.data(), width, height, 0, channels))
+      return "resizing " + std::to_string(w) + "x" + std::to_string(h) + " to " +
+             std::to_string(width) + "x" + std::to_string(height) + " failed";
+    src = resized.data();
+  }
+  const size_t plane = size_t(width) * size_t(height);
+  for (size_t i = 0; i < plane; ++i)
+    for (size_t c = 0; c < size_t(channels); ++c) out[c * plane + i] = src[i * size_t(channels) + c];
+  return "";
 }
 
 }  // namespace
 
 std::string read_image_header(const std::string& path, ImageHeader& header) {
-  std::string error;
-  open_image(path, header, error);
-  return error;
+  // Only the header: stb reads as little of the file as it needs.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
+  if (!file) return std::string("cannot open (") + std::strerror(errno) + ")";
+  if (!stbi_info_from_file(file.get(), &header.width, &header.height, &header.channels))
+    return "not an image stb_image can read: " + stb_reason();
+  return size_error(header);
 }
 
 std::string decode_image(const std::string& path, int channels, int width, int height,
@@ -67,29 +131,10 @@ std::string decode_image(const std::string& path, int channels, int width, int h
   if (channels < 1 || channels > 4)
     return "cannot convert to " + std::to_string(channels) + " channels, expected 1 to 4";
   try {  // an allocation failure must not leave an OpenMP region as an exception
-    ImageHeader header;
-    std::string error;
-    FileHandle file = open_image(path, header, error);
-    if (!file) return error;
-    int w = 0, h = 0, stored = 0;
-    std::unique_ptr<stbi_uc, void (*)(void*)> decoded(
-        stbi_load_from_file(file.get(), &w, &h, &stored, channels), stbi_image_free);
-    if (!decoded) return "damaged image, stb_image cannot decode it: " + stb_reason();
-
-    // stb gives interleaved (h, w, channels); resize in that layout, then split the planes.
-    std::vector<uint8_t> resized;
-    const uint8_t* src = decoded.get();
-    if (w != width || h != height) {
-      resized.resize(size_t(width) * size_t(height) * size_t(channels));
-      if (!stbir_resize_uint8(src, w, h, 0, resized.data(), width, height, 0, channels))
-        return "resizing " + std::to_string(w) + "x" + std::to_string(h) + " to " +
-               std::to_string(width) + "x" + std::to_string(height) + " failed";
-      src = resized.data();
-    }
-    const size_t plane = size_t(width) * size_t(height);
-    for (size_t i = 0; i < plane; ++i)
-      for (size_t c = 0; c < size_t(channels); ++c) out[c * plane + i] = src[i * size_t(channels) + c];
-    return "";
+    std::string bytes;
+    const std::string error = read_image_bytes(path, bytes);
+    if (!error.empty()) return error;
+    return decode_bytes(bytes, channels, width, height, out);
   } catch (const std::bad_alloc&) {
     return "out of memory while decoding";
   }
@@ -99,26 +144,35 @@ LoadedImage load_image_file(const std::string& path, int channels, int size) {
   if (channels < 1 || channels > 4)
     throw Error(path + ": image files can feed models of 1 to 4 channels, but model.channels = " +
                 std::to_string(channels));
+  const std::string name = is_stdin_path(path) ? "standard input" : path;
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
+  if (!is_stdin_path(path) && !std::filesystem::exists(path, ec))
     throw Error(path + ": no such image file");
   if (std::filesystem::is_directory(path, ec))
     throw Error(path + ": is a directory, expected an image file (PNG, JPEG, BMP, TGA)");
 
+  std::string bytes;
+  std::string error = read_image_bytes(path, bytes);
+  if (!error.empty()) throw Error(name + ": " + error);
   LoadedImage out;
   ImageHeader header;
-  if (!stbi_info(path.c_str(), &header.width, &header.height, &header.channels))
-    throw Error(path + ": cannot read as an image (" + stb_reason() +
+  if (!stbi_info_from_memory(as_stb(bytes), int(bytes.size()), &header.width, &header.height,
+                             &header.channels))
+    throw Error(name + ": cannot read as an image (" + stb_reason() +
                 "); expected PNG, JPEG, BMP, TGA, GIF, PSD, HDR, PIC or PNM");
   const std::string too_large = size_error(header);
-  if (!too_large.empty()) throw Error(path + ": " + too_large);
+  if (!too_large.empty()) throw Error(name + ": " + too_large);
   out.file_width = header.width;
   out.file_height = header.height;
   out.file_channels = header.channels;
 
   out.pixels = Image8::from_shape({size_t(channels), size_t(size), size_t(size)});
-  const std::string error = decode_image(path, channels, size, size, out.pixels.data());
-  if (!error.empty()) throw Error(path + ": " + error);
+  try {
+    error = decode_bytes(bytes, channels, size, size, out.pixels.data());
+  } catch (const std::bad_alloc&) {
+    error = "out of memory while decoding";
+  }
+  if (!error.empty()) throw Error(name + ": " + error);
   return out;
 }
 

@@ -318,7 +318,10 @@ void apply_override(const std::string& override_text, std::vector<Field>& fields
 }  // namespace
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  return parse_config(read_file(path), path, overrides);
+  // A config from a stream (a pipe, standard input) is text: a megabyte is plenty.
+  constexpr uint64_t kStreamCap = uint64_t(1) << 20;
+  return parse_config(read_file(path, kStreamCap), is_stdin_path(path) ? "standard input" : path,
+                      overrides);
 }
 
 Config parse_config(const std::string& toml_text, const std::string& source_name,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -395,8 +396,66 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
   return out;
 }
 
+namespace {
+
+// Most tensor bytes read from a stream: far beyond any model this trainer makes, and a
+// bound on what an endless stream can make it hold.
+constexpr uint64_t kMaxStreamDataBytes = uint64_t(16) << 30;
+
+// The end of the tensor data a header declares: the largest second number of its
+// "data_offsets": [begin, end] pairs. Only tells a stream's reader where the file ends;
+// parse_safetensors checks the header properly afterwards.
+uint64_t declared_data_end(const std::string& header) {
+  static const std::string kKey = "\"data_offsets\"";
+  uint64_t end = 0;
+  for (size_t at = header.find(kKey); at != std::string::npos; at = header.find(kKey, at + 1)) {
+    size_t i = at + kKey.size();
+    auto skip = [&](char expected) {
+      while (i < header.size() && std::isspace(static_cast<unsigned char>(header[i]))) ++i;
+      if (i < header.size() && header[i] == expected) return ++i, true;
+      return false;
+    };
+    auto number = [&](uint64_t& value) {
+      while (i < header.size() && std::isspace(static_cast<unsigned char>(header[i]))) ++i;
+      const char* first = header.data() + i;
+      const auto [last, error] = std::from_chars(first, header.data() + header.size(), value);
+      i += size_t(last - first);
+      return error == std::errc();
+    };
+    uint64_t begin = 0, finish = 0;
+    if (skip(':') && skip('[') && number(begin) && skip(',') && number(finish))
+      end = std::max(end, finish);
+  }
+  return end;
+}
+
+// A stream holds one safetensors file: the size field, the header it sizes, the tensor
+// bytes the header declares, and nothing after them. Read exactly that, so that an
+// endless or oversized stream fails at its first inconsistent field.
+std::string read_declared_safetensors(InputFile& in) {
+  std::string bytes = in.read_exact(8, "the safetensors header size");
+  uint64_t header_size;
+  std::memcpy(&header_size, bytes.data(), 8);
+  if (header_size > kMaxHeaderBytes) parse_safetensors(bytes, in.name());  // throws its error
+  bytes += in.read_exact(header_size, "the safetensors header");
+  const uint64_t data_end = declared_data_end(bytes.substr(8));
+  if (data_end > kMaxStreamDataBytes)
+    throw Error(in.name() + ": the header declares " + std::to_string(data_end) +
+                " bytes of tensors, more than the " + std::to_string(kMaxStreamDataBytes) +
+                " read from a stream; not a safetensors file?");
+  bytes += in.read_exact(data_end, "the tensors the header declares");
+  if (!in.at_end())
+    throw Error(in.name() + ": more bytes follow the " + std::to_string(bytes.size()) +
+                " that the safetensors header declares; not a safetensors file?");
+  return bytes;
+}
+
+}  // namespace
+
 SafetensorsFile read_safetensors(const std::string& path) {
-  return parse_safetensors(read_file(path), path);
+  InputFile in(path);
+  if (in.regular()) return parse_safetensors(in.read_rest(0, "the file is"), in.name());
+  return parse_safetensors(read_declared_safetensors(in), in.name());
 }
 
 }  // namespace minivit

@@ -13,7 +13,7 @@ namespace minivit {
 
 RunLock::RunLock(const std::string& dir) {
   const std::string path = dir + "/" + file_name();
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0) throw Error(path + ": cannot open the run directory's lock file: " + std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
