@@ -145,6 +145,24 @@ TEST_CASE("checkpoints, --init and --config come through pipes and -", "[cli][st
   CHECK(eval_fifo.out.substr(eval_fifo.out.find("top-1"), 40) ==
         eval_named.out.substr(eval_named.out.find("top-1"), 40));
 
+  const std::string png = write_png(tmp);
+  for (const std::string& script :
+       {"cat " + run.ckpt + " | " + exe() + " predict --checkpoint - " + png,
+        "cat " + run.ckpt + " | " + exe() + " predict --checkpoint /dev/stdin " + png,
+        "cat " + run.ckpt + " | " + exe() + " attention --checkpoint - --image " + png +
+            " --out " + tmp.str("attention"),
+        "cat " + run.ckpt + " | " + exe() + " eval --checkpoint /dev/stdin",
+        "cat " + run.config + " | " + exe() + " config --config /dev/stdin",
+        "cat " + run.config + " | " + exe() + " export --config - --split test --out " +
+            tmp.str("export")}) {
+    INFO(script);
+    const RunResult r = run_bash(script);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+  }
+  CHECK(fs::exists(tmp.str("attention/index.html")));
+  CHECK(fs::is_directory(tmp.str("export/test")));
+
   const RunResult config_piped =
       run_bash("cat " + run.config + " | " + exe() + " train --config - --set train.epochs=1 " +
                "--out " + tmp.str("from_stdin"));
