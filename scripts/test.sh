@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds minivit and runs the whole test suite (CTest); then builds the program alone with
 # MPI (build-mpi, -DMINIVIT_MPI=ON) and runs the multi-process tests, labelled mpi (set
-# MINIVIT_MPI=0 to skip them); then builds it again with AddressSanitizer and
+# MINIVIT_MPI=0 to skip them); then builds the program for any x86-64 CPU (build-portable,
+# -DMINIVIT_NATIVE=OFF) and runs it under qemu as older CPUs, labelled cpu (set
+# MINIVIT_PORTABLE=0 to skip them); then builds it again with AddressSanitizer and
 # UndefinedBehaviorSanitizer and runs the suite once more (set MINIVIT_SANITIZE=0 to skip that
 # pass); last, builds the libFuzzer targets with clang and fuzzes each file reader for
 # MINIVIT_FUZZ_SECONDS (default 10) through scripts/fuzz.sh (set MINIVIT_FUZZ=0 to skip it).
@@ -20,6 +22,12 @@ if [[ "${MINIVIT_MPI:-1}" != 0 ]]; then
   cmake --build build-mpi -j "$jobs" --target minivit
   # One at a time: each runs two ranks on a machine that may have two cores.
   ctest --test-dir build-mpi --output-on-failure -L mpi
+fi
+if [[ "${MINIVIT_PORTABLE:-1}" != 0 ]]; then
+  # The program built for any x86-64 CPU, run under qemu as an AVX2 CPU and an SSE-only one.
+  cmake -S . -B build-portable -DCMAKE_BUILD_TYPE=Release -DMINIVIT_NATIVE=OFF -DMINIVIT_TESTS=OFF
+  cmake --build build-portable -j "$jobs" --target minivit
+  ctest --test-dir build-portable --output-on-failure -L cpu
 fi
 if [[ "${MINIVIT_SANITIZE:-1}" != 0 ]]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \

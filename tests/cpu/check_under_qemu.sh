@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Runs one minivit binary as an older CPU would: under `qemu-x86_64 -cpu MODEL` it must show
+# a checkpoint (`info`), classify images (`predict`), evaluate a split (`eval`) and take a few
+# training steps, and its probabilities must agree with the same binary run on this machine.
+# Exits 77 (CTest: skipped) when qemu-user is not installed.
+# usage: check_under_qemu.sh MINIVIT WORKDIR CPU_MODEL
+set -euo pipefail
+minivit=$1
+work=$2
+cpu=$3
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if ! command -v qemu-x86_64 > /dev/null; then
+  echo "qemu-x86_64 is not installed (Debian's qemu-user; scripts/install-deps.sh --reference): skipped"
+  exit 77
+fi
+rm -rf "$work"
+mkdir -p "$work"
+
+fail() {
+  echo "FAIL ($cpu): $*" >&2
+  exit 1
+}
+
+# The emulated runs must not restart themselves: the restart would exec the program
+# natively, outside qemu (see kernels/runtime.h).
+export MINIVIT_RUNTIME_SET=1
+
+python3 "$here/../mpi/make_tiny_dataset.py" "$work/data" 256 64 16
+cat > "$work/tiny.toml" << TOML
+[model]
+image_size = 16
+channels = 1
+patch_size = 4
+dim = 32
+depth = 2
+heads = 2
+mlp_dim = 64
+num_classes = 4
+
+[data]
+format = "idx"
+path = "$work/data"
+mean = [0.3]
+std = [0.3]
+val_fraction = 0.25
+
+[optim]
+lr = 3e-3
+
+[train]
+epochs = 8
+batch_size = 32
+threads = 2
+out_dir = "$work/native"
+TOML
+
+# On this machine: a checkpoint, a few test images as PNG files, and the reference figures.
+"$minivit" train --config "$work/tiny.toml" > /dev/null 2>&1 || fail "native training failed"
+"$minivit" export --config "$work/tiny.toml" --split test --out "$work/png" > /dev/null 2>&1
+mapfile -t images < <(find "$work/png" -name '*.png' | sort | head -n 6)
+((${#images[@]} == 6)) || fail "export wrote fewer than 6 images"
+ckpt=$work/native/last.safetensors
+"$minivit" predict --checkpoint "$ckpt" --json "$work/native_predict.json" "${images[@]}" > /dev/null
+"$minivit" eval --checkpoint "$ckpt" --json "$work/native_eval.json" > /dev/null
+
+emulated=(qemu-x86_64 -cpu "$cpu" "$minivit")
+"${emulated[@]}" info "$ckpt" > "$work/info.txt" || fail "info exited $?"
+grep -q "minivit checkpoint" "$work/info.txt" || fail "info printed no checkpoint"
+"${emulated[@]}" predict --checkpoint "$ckpt" --json "$work/qemu_predict.json" "${images[@]}" \
+  > /dev/null || fail "predict exited $?"
+"${emulated[@]}" eval --checkpoint "$ckpt" --json "$work/qemu_eval.json" > /dev/null ||
+  fail "eval exited $?"
+"${emulated[@]}" train --config "$work/tiny.toml" --set train.max_steps=3 --out "$work/qemu_train" \
+  > /dev/null 2>&1 || fail "train exited $?"
+[[ -f $work/qemu_train/last.safetensors ]] || fail "train wrote no checkpoint"
+
+# Another CPU takes other kernels (OpenBLAS's for its family, or minivit's own where they
+# fit), which round differently: the same classes, probabilities within 1e-4, the loss within
+# 1e-4 relative.
+python3 - "$work" "$cpu" << 'PY'
+import json, sys
+work, cpu = sys.argv[1], sys.argv[2]
+native = json.load(open(work + "/native_predict.json"))["predictions"]
+emulated = json.load(open(work + "/qemu_predict.json"))["predictions"]
+worst = 0.0
+for a, b in zip(native, emulated):
+    assert a["top"][0]["index"] == b["top"][0]["index"], (cpu, a["image"], "class differs")
+    pa = {t["index"]: t["probability"] for t in a["top"]}
+    pb = {t["index"]: t["probability"] for t in b["top"]}
+    for k in pa:
+        worst = max(worst, abs(pa[k] - pb.get(k, 0.0)))
+assert worst <= 1e-4, (cpu, "probabilities differ by", worst)
+ne = json.load(open(work + "/native_eval.json"))
+qe = json.load(open(work + "/qemu_eval.json"))
+assert abs(ne["loss"] - qe["loss"]) <= 1e-4 * abs(ne["loss"]), (cpu, ne["loss"], qe["loss"])
+assert abs(ne["top1"] - qe["top1"]) <= 1.0 / ne["n"] + 1e-9, (cpu, ne["top1"], qe["top1"])
+print("%s: info, predict, eval and 3 training steps ran; classes agree, probabilities within "
+      "%.1e, eval loss %.6f against %.6f, top-1 %.4f against %.4f"
+      % (cpu, worst, qe["loss"], ne["loss"], qe["top1"], ne["top1"]))
+PY
