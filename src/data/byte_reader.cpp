@@ -22,6 +22,11 @@ ByteReader::ByteReader(std::string path, const std::string& expected_file,
     fail("no such file (expected " + expected_file + ")");
   if (ec) fail("cannot read (" + ec.message() + ")");
   if (fs::is_directory(status)) fail("is a directory, expected " + expected_contents);
+  // A dataset is read more than once (its size first, a gzip stream may be rewound), so it
+  // must be a file on disk, not a pipe or a device that could also never end.
+  if (!fs::is_regular_file(status))
+    fail("is not a regular file (a pipe, a FIFO or a device), expected " + expected_contents +
+         " on disk");
   file_size_ = fs::file_size(path_, ec);
   if (ec) fail("cannot read (" + ec.message() + ")");
   gz_ = gzopen(path_.c_str(), "rb");

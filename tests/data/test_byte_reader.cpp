@@ -131,3 +131,12 @@ TEST_CASE("find_raw_or_gzip prefers the raw file, then the .gz, then nothing",
   write_gz(dir.str("y.gz"), "a");
   CHECK(find_raw_or_gzip(dir.path, "y") == dir.str("y"));
 }
+
+TEST_CASE("a device or a FIFO in place of a dataset file is refused at once", "[data][streams]") {
+  TempDir tmp("byte_reader_device");
+  const std::string device = tmp.str("train-images-idx3-ubyte");
+  std::filesystem::create_symlink("/dev/zero", device);
+  const std::string message = error_of([&] { open_test_file(device); });
+  CHECK_THAT(message, StartsWith(device + ": "));
+  CHECK_THAT(message, Contains("not a regular file"));
+}
