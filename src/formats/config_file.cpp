@@ -336,7 +336,11 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   return config;
 }
 
-std::string config_to_toml(const Config& config) {
+namespace {
+
+// Every key of `config` as TOML, section by section in the table's order; with `comment_of`,
+// each line ends with "  # " and what it returns for the key.
+std::string write_toml(const Config& config, std::string (*comment_of)(const Field& field)) {
   Config copy = config;  // fields_of needs a mutable Config; nothing is written
   std::string text;
   std::string_view section;
@@ -345,13 +349,13 @@ std::string config_to_toml(const Config& config) {
       text += (section.empty() ? "[" : "\n[") + std::string(field.section) + "]\n";
       section = field.section;
     }
-    text += std::string(field.key) + " = " + to_toml_text(field) + "\n";
+    text += std::string(field.key) + " = " + to_toml_text(field);
+    text += (comment_of ? "  # " + comment_of(field) : std::string()) + "\n";
   }
   return text;
 }
 
-namespace {
-
+// The word docs/config.md and `minivit config` use for a key's type.
 template <typename T>
 struct TypeWord;
 template <> struct TypeWord<int> { static constexpr std::string_view word = "integer"; };
@@ -386,6 +390,8 @@ ConfigKey describe(const Field& field) {
 
 }  // namespace
 
+std::string config_to_toml(const Config& config) { return write_toml(config, nullptr); }
+
 std::vector<ConfigKey> config_keys() {
   Config defaults;  // fields_of needs a mutable Config; nothing is written
   std::vector<ConfigKey> keys;
@@ -394,21 +400,13 @@ std::vector<ConfigKey> config_keys() {
 }
 
 std::string config_to_commented_toml(const Config& config) {
-  Config copy = config;  // fields_of needs a mutable Config; nothing is written
-  std::string text;
-  std::string_view section;
-  for (const Field& field : fields_of(copy)) {
-    if (field.section != section) {
-      text += (section.empty() ? "[" : "\n[") + std::string(field.section) + "]\n";
-      section = field.section;
-    }
+  return write_toml(config, [](const Field& field) {
     const ConfigKey key = describe(field);
     std::string comment = key.meaning;
     for (size_t i = 0; i < key.choices.size(); ++i)
       comment += (i ? ", \"" : "; one of \"") + key.choices[i] + "\"";
-    text += std::string(field.key) + " = " + to_toml_text(field) + "  # " + comment + "\n";
-  }
-  return text;
+    return comment;
+  });
 }
 
 std::vector<std::pair<std::string, std::string>> config_to_flat(const Config& config) {
