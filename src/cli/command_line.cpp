@@ -16,6 +16,14 @@ void add_threads_option(CLI::App* command, int& threads) {
       ->check(CLI::Range(0, kMaxThreads));
 }
 
+// --checkpoint of the commands that run a checkpoint (eval, attention, predict).
+void add_checkpoint_option(CLI::App* command, std::string& checkpoint) {
+  command
+      ->add_option("--checkpoint", checkpoint,
+                   "Checkpoint (.safetensors) written by train; - reads standard input")
+      ->required();
+}
+
 // CLI::ExistingFile, or "-" for standard input.
 CLI::Validator existing_file_or_stdin() {
   return CLI::Validator(
@@ -93,9 +101,7 @@ void CommandLine::add_train(bool check_files) {
 void CommandLine::add_eval() {
   CLI::App* command = app_.add_subcommand(
       "eval", "Evaluate a checkpoint: top-1, top-5, loss, per-class accuracy, confusion matrix.");
-  command->add_option("--checkpoint", eval.checkpoint,
-                      "Checkpoint (.safetensors) written by train; - reads standard input")
-      ->required();
+  add_checkpoint_option(command, eval.checkpoint);
   command->add_option("--data", eval.data_path,
                       "Dataset path (default: data.path stored in the checkpoint)");
   command->add_option("--split", eval.split, "test, val or train (default: test)")
@@ -117,9 +123,7 @@ void CommandLine::add_attention() {
       "gallery index.html, misclassified images first. With --stats: the mean attention distance and "
       "entropy per layer and head (stats.json, stats.png).");
   AttentionOptions& options = attention;
-  command->add_option("--checkpoint", options.checkpoint,
-                      "Checkpoint (.safetensors) written by train; - reads standard input")
-      ->required();
+  add_checkpoint_option(command, options.checkpoint);
   command->add_option("--image", options.images,
                       "Image file (PNG, JPEG, BMP, TGA...; - reads standard input), converted to "
                       "the model's channels and size and normalised as in training; repeat it "
@@ -151,9 +155,7 @@ void CommandLine::add_attention() {
 void CommandLine::add_predict() {
   CLI::App* command = app_.add_subcommand(
       "predict", "Classify image files: the top classes and their probabilities for each image.");
-  command->add_option("--checkpoint", predict.checkpoint,
-                      "Checkpoint (.safetensors) written by train; - reads standard input")
-      ->required();
+  add_checkpoint_option(command, predict.checkpoint);
   command->add_option("--topk", predict.topk, "Classes shown per image (default 5)");
   add_threads_option(command, predict.threads);
   command->add_option("--json", predict.json_path,
