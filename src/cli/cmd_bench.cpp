@@ -34,15 +34,16 @@ static double seconds_since(Clock::time_point t0) {
 
 // sgemm rate of this machine with this thread count, on the model's largest product
 // (the batch folded into rows times the qkv projection).
-static double measure_sgemm_gflops(int M, int N, int K) {
+static double measure_sgemm_gflops(int M, int N, int K, GemmKernels kernels) {
+  const Products fp32{kernels, Precision::fp32};
   std::vector<float> A(size_t(M) * K), B(size_t(N) * K), C(size_t(M) * N);
   for (size_t i = 0; i < A.size(); ++i) A[i] = rng_uniform(1, i) - 0.5f;
   for (size_t i = 0; i < B.size(); ++i) B[i] = rng_uniform(2, i) - 0.5f;
-  gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), N);  // warm-up
+  gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), N, fp32);  // warm-up
   int reps = 0;
   const auto t0 = Clock::now();
   do {
-    gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), N);
+    gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), N, fp32);
     ++reps;
   } while (seconds_since(t0) < 0.5);
   return 2.0 * M * N * K * reps / seconds_since(t0) / 1e9;
@@ -58,12 +59,13 @@ struct Latency {
 static constexpr int kLatencyImageSet = 64;  // distinct synthetic images cycled through
 static constexpr int kLatencyWarmup = 100;   // untimed forwards first
 
-static Latency measure_latency(const ViT& model, int n) {
+static Latency measure_latency(const ViT& model, const Compute& compute, int n) {
   const ModelConfig& mc = model.config;
   const int64_t image_len = int64_t(mc.channels) * mc.image_size * mc.image_size;
   std::vector<float> images(size_t(kLatencyImageSet * image_len));
   for (size_t i = 0; i < images.size(); ++i) images[i] = float(rng_normal(5, i));
   Activations acts(mc, 1, false);
+  acts.compute = compute;
   auto forward = [&](int i) {
     vit_forward(model, acts, images.data() + (i % kLatencyImageSet) * image_len, 1, false, 0);
   };
@@ -170,7 +172,7 @@ static Throughput measure_throughput(BenchSetup& s, const BenchOptions& opt) {
   for (int i = 0; i < opt.steps; ++i) s.eval_batch();
   t.eval_s = seconds_since(t0);
 
-  t.sgemm = measure_sgemm_gflops(s.B * s.mc.tokens(), 3 * s.mc.dim, s.mc.dim);
+  t.sgemm = measure_sgemm_gflops(s.B * s.mc.tokens(), 3 * s.mc.dim, s.mc.dim, s.acts.compute.kernels);
   t.train_ips = double(opt.steps) * s.B / t.train_s;
   t.eval_ips = double(opt.steps) * s.B / t.eval_s;
   t.train_gflops = t.train_ips * vit_train_flops(s.mc) / 1e9;
@@ -200,17 +202,12 @@ static EveryPatchRate measure_every_patch_rate(BenchSetup& s, const BenchOptions
   return r;
 }
 
-// Latency on one thread, then the pool set back to `threads`.
-static Latency measure_latency_on_one_thread(const ViT& model, int images, int threads) {
-  set_num_threads(1);
-  try {
-    const Latency latency = measure_latency(model, images);
-    set_num_threads(threads);
-    return latency;
-  } catch (...) {
-    set_num_threads(threads);
-    throw;
-  }
+// Latency on one thread: the passes' Compute says so, and the caller's pool is left as it was.
+static Latency measure_latency_on_one_thread(const ViT& model, const Compute& compute,
+                                             int images) {
+  Compute one_thread = compute;
+  one_thread.threads = 1;
+  return measure_latency(model, one_thread, images);
 }
 
 // The line on stderr that says what is measured; `threads` as bench runs them.
@@ -226,11 +223,14 @@ static void announce(const BenchSetup& s, const BenchOptions& opt, const std::st
                "training\n",
                opt.config_path.c_str(), s.B, tokens.c_str(),
                std::string(config_name(s.mc.attention)).c_str(),
-               threads.c_str(), gemm_kernels_name().c_str(),
-               std::string(config_name(effective_precision(s.config.train.precision))).c_str());
-  if (const std::string advice = blas_kernel_advice(); !advice.empty())
+               threads.c_str(), s.acts.compute.kernels_name().c_str(),
+               std::string(config_name(s.acts.compute.effective_precision(s.config.train.precision))).c_str());
+  if (const std::string note = Compute::environment_note(); !note.empty())
+    std::fprintf(stderr, "%s\n", note.c_str());
+  if (const std::string advice = blas_kernel_advice(s.acts.compute); !advice.empty())
     std::fprintf(stderr, "%s\n", advice.c_str());
-  if (const std::string note = precision_note(s.config.train.precision); !note.empty())
+  if (const std::string note = s.acts.compute.precision_note(s.config.train.precision);
+      !note.empty())
     std::fprintf(stderr, "%s\n", note.c_str());
 }
 
@@ -271,16 +271,16 @@ static int run_threads_sweep(BenchSetup& s, const BenchOptions& opt) {
   const int cores = max_work_blocks();
   Latency latency;
   if (opt.latency_images > 0) {
-    latency = measure_latency_on_one_thread(s.model, opt.latency_images, cores);
+    latency = measure_latency_on_one_thread(s.model, s.acts.compute, opt.latency_images);
     std::printf("latency  batch 1, 1 thread: median %.3f ms, p99 %.3f ms over %d images (forward only)\n",
                 latency.median_ms, latency.p99_ms, opt.latency_images);
   }
-  std::printf("gemm kernels %s, %d cores, batch %d\n", gemm_kernels_name().c_str(), cores, s.B);
+  std::printf("gemm kernels %s, %d cores, batch %d\n", s.acts.compute.kernels_name().c_str(), cores, s.B);
   if (!opt.json_path.empty()) {
     nlohmann::json j = {{"attention", config_name(s.mc.attention)}, {"threads_sweep", rows},
                         {"cores", cores}, {"batch_size", s.B}, {"tokens", s.mc.tokens()},
-                        {"steps", opt.steps}, {"gemm_kernels", gemm_kernels_name()},
-                        {"precision", config_name(effective_precision(s.config.train.precision))},
+                        {"steps", opt.steps}, {"gemm_kernels", s.acts.compute.kernels_name()},
+                        {"precision", config_name(s.acts.compute.effective_precision(s.config.train.precision))},
                         {"blas_kernels", blas_kernel_name()}, {"config", opt.config_path},
                         {"latency_images", opt.latency_images}};
     if (opt.latency_images > 0) {
@@ -312,16 +312,13 @@ int run_bench(const BenchOptions& opt) {
   if (ends_on_every_patch) tail = measure_every_patch_rate(s, opt, t.sgemm);
   Latency latency;
   if (opt.latency_images > 0)
-    latency = measure_latency_on_one_thread(s.model, opt.latency_images, threads);
+    latency = measure_latency_on_one_thread(s.model, s.acts.compute, opt.latency_images);
 
   // OpenBLAS on the same product, for scale, when minivit's own kernels are in use.
-  const GemmKernels in_use = gemm_kernels();
+  const GemmKernels in_use = s.acts.compute.kernels;
   double openblas_sgemm = t.sgemm;
-  if (in_use != GemmKernels::openblas) {
-    set_gemm_kernels(GemmKernels::openblas);
-    openblas_sgemm = measure_sgemm_gflops(B * mc.tokens(), 3 * mc.dim, mc.dim);
-    set_gemm_kernels(in_use);
-  }
+  if (in_use != GemmKernels::openblas)
+    openblas_sgemm = measure_sgemm_gflops(B * mc.tokens(), 3 * mc.dim, mc.dim, GemmKernels::openblas);
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   const double peak_rss_mb = usage.ru_maxrss / 1024.0;
@@ -351,7 +348,7 @@ int run_bench(const BenchOptions& opt) {
               100 * t.forward_share, 100 * t.backward_share, 100 * t.update_share,
               100 * t.clear_share);
   std::printf("threads %d, gemm kernels %s, peak RSS %.0f MB, activations %.0f MB\n", threads,
-              gemm_kernels_name().c_str(), peak_rss_mb, s.acts.bytes() / 1048576.0);
+              s.acts.compute.kernels_name().c_str(), peak_rss_mb, s.acts.bytes() / 1048576.0);
   if (!opt.json_path.empty()) {
     nlohmann::json j = {{"attention", config_name(mc.attention)},
                         {"train_img_per_s", t.train_ips},
@@ -375,8 +372,8 @@ int run_bench(const BenchOptions& opt) {
                         {"batch_size", B},
                         {"tokens", mc.tokens()},
                         {"steps", opt.steps},
-                        {"gemm_kernels", gemm_kernels_name()},
-                        {"precision", config_name(effective_precision(s.config.train.precision))},
+                        {"gemm_kernels", s.acts.compute.kernels_name()},
+                        {"precision", config_name(s.acts.compute.effective_precision(s.config.train.precision))},
                         {"blas_kernels", blas_kernel_name()},
                         {"peak_rss_mb", peak_rss_mb},
                         {"config", opt.config_path}};

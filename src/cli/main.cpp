@@ -3,10 +3,8 @@
 
 #include "minivit/cli/command_line.h"
 #include "minivit/core/error.h"
-#include "minivit/kernels/runtime.h"
 
 int main(int argc, char** argv) {
-  minivit::restart_with_tuned_runtime(argv);
   minivit::CommandLine command_line;
   try {
     command_line.app().parse(argc, argv);

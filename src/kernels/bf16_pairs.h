@@ -7,7 +7,11 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace minivit::bf16_pairs {
+#include "minivit/kernels/isa.h"
+
+namespace minivit {
+MINIVIT_ISA_BEGIN
+namespace bf16_pairs {
 
 using Pair = uint32_t;  // two bf16: op(X)(., k) in the low half, op(X)(., k + 1) in the high
 
@@ -80,4 +84,6 @@ inline void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int N,
   }
 }
 
-}  // namespace minivit::bf16_pairs
+}  // namespace bf16_pairs
+MINIVIT_ISA_END
+}  // namespace minivit

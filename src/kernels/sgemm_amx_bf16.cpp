@@ -1,10 +1,6 @@
 #include "minivit/kernels/sgemm_avx512.h"
 
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -19,6 +15,7 @@
 #endif
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 // The bf16 products of sgemm_avx512_bf16.cpp on AMX tiles: one TDPBF16PS multiplies a
 // (16, 32) bf16 tile of op(A) by a (32, 16) one of op(B) into a (16, 16) fp32 tile of C,
@@ -229,23 +226,7 @@ void sgemm_blocked(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
   }
 }
 
-// AMX needs the CPU's tiles and the kernel's leave to use their state (Linux 5.16 and later
-// grant it per process on request).
-bool amx_usable() {
-  unsigned eax, ebx, ecx, edx;
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-  const bool tile = edx & (1u << 24), bf16 = edx & (1u << 22);
-  constexpr long kRequestPermission = 0x1023;  // ARCH_REQ_XCOMP_PERM
-  constexpr long kTileData = 18;               // XFEATURE_XTILEDATA
-  return tile && bf16 && syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
-}
-
 }  // namespace
-
-bool sgemm_amx_bf16_available() {
-  static const bool usable = amx_usable();
-  return usable;
-}
 
 void sgemm_amx_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                     int lda, const float* B, int ldb, float beta, float* C, int ldc) {
@@ -257,21 +238,6 @@ void sgemm_amx_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha
   _tile_release();
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit
 
-#else  // no AMX in this build: the bf16 products run on AVX512_BF16 where it is built in
-
-#include <cstdlib>
-
-namespace minivit {
-
-bool sgemm_amx_bf16_available() { return false; }
-
-void sgemm_amx_bf16(bool, bool, int, int, int, float, const float*, int, const float*, int, float,
-                    float*, int) {
-  std::abort();
-}
-
-}  // namespace minivit
-
-#endif

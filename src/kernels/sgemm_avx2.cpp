@@ -1,6 +1,5 @@
 #include "minivit/kernels/sgemm_avx2.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include "sgemm_blocked.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 namespace {
 
@@ -75,28 +75,11 @@ struct Avx2 {
 
 }  // namespace
 
-bool sgemm_avx2_available() { return true; }
-
 void sgemm_avx2(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                 int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   sgemm_blocked::sgemm_any<Avx2>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit
 
-#else  // built without AVX2 and FMA: gemm() never calls sgemm_avx2
-
-#include <cstdlib>
-
-namespace minivit {
-
-bool sgemm_avx2_available() { return false; }
-
-void sgemm_avx2(bool, bool, int, int, int, float, const float*, int, const float*, int, float,
-                float*, int) {
-  std::abort();
-}
-
-}  // namespace minivit
-
-#endif

@@ -1,12 +1,12 @@
 #include "minivit/kernels/sgemm_avx512.h"
 
-#if defined(__AVX512F__)
 #include <immintrin.h>
 
 #include "sgemm_blocked.h"
 #include "sgemm_tile_store.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 namespace {
 
@@ -39,29 +39,12 @@ struct Avx512 {
 
 }  // namespace
 
-bool sgemm_avx512_available() { return true; }
-
 void sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                   int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   sgemm_blocked::sgemm_any<Avx512>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
                                    ldc);
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit
 
-#else  // built without AVX-512: gemm() never calls sgemm_avx512
-
-#include <cstdlib>
-
-namespace minivit {
-
-bool sgemm_avx512_available() { return false; }
-
-void sgemm_avx512(bool, bool, int, int, int, float, const float*, int, const float*, int, float,
-                  float*, int) {
-  std::abort();
-}
-
-}  // namespace minivit
-
-#endif

@@ -1,6 +1,5 @@
 #include "minivit/kernels/sgemm_avx512.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BF16__)
 #include <immintrin.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include "sgemm_tile_store.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 // The products of sgemm_avx512.cpp with their inputs rounded to bfloat16 and summed in
 // fp32: VDPBF16PS multiplies 32 pairs of bf16 and adds each pair into one of 16 fp32 lanes,
@@ -109,8 +109,6 @@ void sgemm_blocked(int M, int N, int K, float alpha, const float* A, int lda, bo
 
 }  // namespace
 
-bool sgemm_avx512_bf16_available() { return true; }
-
 void sgemm_avx512_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                        const float* A, int lda, const float* B, int ldb, float beta, float* C,
                        int ldc) {
@@ -121,21 +119,6 @@ void sgemm_avx512_bf16(bool trans_a, bool trans_b, int M, int N, int K, float al
     sgemm_blocked<false>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc);
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit
 
-#else  // no AVX512_BF16 in this build: gemm() keeps bf16 requests in fp32
-
-#include <cstdlib>
-
-namespace minivit {
-
-bool sgemm_avx512_bf16_available() { return false; }
-
-void sgemm_avx512_bf16(bool, bool, int, int, int, float, const float*, int, const float*, int,
-                       float, float*, int) {
-  std::abort();
-}
-
-}  // namespace minivit
-
-#endif

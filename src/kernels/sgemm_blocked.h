@@ -16,7 +16,11 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace minivit::sgemm_blocked {
+#include "minivit/kernels/isa.h"
+
+namespace minivit {
+MINIVIT_ISA_BEGIN
+namespace sgemm_blocked {
 
 // Packs op(B)[k0:k0+kc, 0:N] into panels (ceil(N / kNr), kc, kNr), zero beyond column N.
 template <int kNr>
@@ -143,4 +147,6 @@ void sgemm_any(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
     sgemm<Isa, false>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc);
 }
 
-}  // namespace minivit::sgemm_blocked
+}  // namespace sgemm_blocked
+MINIVIT_ISA_END
+}  // namespace minivit

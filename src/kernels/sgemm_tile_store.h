@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "minivit/kernels/isa.h"
+
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 template <int kRows, int kVecs>
 inline void store_tile(const __m512 (&acc)[kRows][kVecs], float* C, int ldc, int cols,
@@ -31,4 +34,5 @@ inline void store_tile(const __m512 (&acc)[kRows][kVecs], float* C, int ldc, int
   }
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit

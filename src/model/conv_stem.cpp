@@ -6,6 +6,7 @@
 #include "vit_passes.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 using namespace vit_passes;
 
@@ -35,7 +36,8 @@ void stem_forward_chunk(const ViT& model, Activations& acts, const float* images
     float* out = s + 1 < stages ? at(a.out, int64_t(shape.R) * shape.O)
                                 : at(acts.patches, int64_t(shape.R) * shape.O);
     conv3x3_s2_gather(cols, inp, n, c.stem_in(s), shape.side_in, s == 0);
-    linear_forward(pre, cols, w.weight, nullptr, n * shape.R, shape.I, shape.O);
+    linear_forward(pre, cols, w.weight, nullptr, n * shape.R, shape.I, shape.O,
+                   acts.products(false));
     bias_gelu_forward(out, pre, w.bias, int64_t(n) * shape.R, shape.O);
     inp = out;
   }
@@ -54,13 +56,15 @@ void stem_backward(ViT& model, Activations& acts, int B) {
     StemParams& g = model.g.stem[size_t(s)];
     for (int piece = 0; piece < linear_param_pieces(shape.I, shape.O); ++piece)
       linear_backward_params(g.weight, g.bias, a.dpre, a.cols, int(rows), shape.I, shape.O,
-                             acts.ones, piece);
+                             acts.ones, piece, acts.products(false));
     if (s == 0) break;  // the images take no gradient
-    linear_backward_input(a.dcols, a.dpre, weight, int(rows), shape.I, shape.O, false);
+    linear_backward_input(a.dcols, a.dpre, weight, int(rows), shape.I, shape.O, false,
+                          acts.products(false));
     float* dinp = acts.stem[size_t(s) - 1].dout;
     zero(dinp, int64_t(B) * shape.side_in * shape.side_in * c.stem_in(s));
     conv3x3_s2_scatter(dinp, a.dcols, B, c.stem_in(s), shape.side_in);
   }
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit

@@ -4,8 +4,10 @@
 // Activations::patches. Internal to src/model.
 #include "minivit/model/activations.h"
 #include "minivit/model/vit.h"
+#include "minivit/kernels/isa.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 // Images [b0, b0 + n) of the batch (`images` at image b0) through every stage.
 void stem_forward_chunk(const ViT& model, Activations& acts, const float* images, int b0, int n);
@@ -14,4 +16,5 @@ void stem_forward_chunk(const ViT& model, Activations& acts, const float* images
 // stage, adding into the stem's weight gradients. The images take no gradient.
 void stem_backward(ViT& model, Activations& acts, int B);
 
+MINIVIT_ISA_END
 }  // namespace minivit

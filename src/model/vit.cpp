@@ -1,28 +1,16 @@
 #include "minivit/model/vit.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstring>
-
-#include <omp.h>
 #include <unistd.h>
 
-#include "minivit/core/error.h"
-#include "minivit/core/rng.h"
-#include "conv_stem.h"
-#include "vit_passes.h"
-#include "minivit/kernels/threads.h"
-#include "minivit/nn/attention.h"
-#include "minivit/nn/drop_path.h"
-#include "minivit/nn/dropout.h"
-#include "minivit/nn/gelu.h"
-#include "minivit/nn/layernorm.h"
-#include "minivit/nn/linear.h"
-#include "minivit/nn/mean_pool.h"
-#include "minivit/nn/patch_drop.h"
-#include "minivit/nn/patch_embed.h"
+#include <algorithm>
+#include <string>
 
+#include "minivit/core/error.h"
+#include "vit_passes.h"  // kChunkImages
+#include "minivit/kernels/threads.h"
+
+// The model's description, its memory and its flops; the passes are vit_forward.cpp and
+// vit_backward.cpp.
 namespace minivit {
 
 using namespace vit_passes;
@@ -86,175 +74,6 @@ const ParamSpec* ViT::find(const std::string& name) const {
 void ViT::zero_grad() { std::fill(grads.begin(), grads.end(), 0.0f); }
 
 void ViT::init(uint64_t seed) { init_params(weights.data(), specs, seed); }
-
-// out = x + branch (+ bias on every row, when the branch's linear layer left it out):
-// the residual adds, with the bias fused in to save a pass over the branch.
-static void residual_add(float* out, const float* x, const float* branch, const float* bias,
-                         int64_t R, int D) {
-  for_ranges(R, R * D > 65536, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t o = r * D;
-      if (bias) {
-#pragma omp simd
-        for (int d = 0; d < D; ++d) out[o + d] = x[o + d] + branch[o + d] + bias[d];
-      } else {
-#pragma omp simd
-        for (int d = 0; d < D; ++d) out[o + d] = x[o + d] + branch[o + d];
-      }
-    }
-  });
-}
-
-static void check_forward(const ViT& model, const Activations& acts, const float* images, int B,
-                          bool training) {
-  if (!built_for(acts.config, model.config))
-    throw Error(
-        "vit_forward: the activations were built for another model (dim, depth, heads, "
-        "mlp_dim, tokens, pooling, patch embedding, classes, attention form or dropout differ)");
-  if (B < 1 || B > acts.max_batch)
-    throw Error("vit_forward: batch " + std::to_string(B) + " is outside 1.." +
-                std::to_string(acts.max_batch) + ", the batch the activations were built for");
-  if (training && !acts.training)
-    throw Error("vit_forward: a training forward needs activations built for training");
-  if (!images) throw Error("vit_forward: no images");
-}
-
-// Sites of random draws inside one block (dropout masks, drop-path decisions), so that each
-// has its own stream.
-enum DropoutSite : uint64_t {
-  kSiteAttention = 0,
-  kSiteProj = 1,
-  kSiteGelu = 2,
-  kSiteFc2 = 3,
-  kSitePathAtt = 4,
-  kSitePathMlp = 5,
-  kSitePatchDrop = 6,  // the patches each image keeps, drawn once, under block 0's key
-};
-
-// The forward of images [b0, b0 + n) of the batch: every buffer is addressed at image b0,
-// and the dropout streams at sample first_sample + b0.
-static void forward_chunk(const ViT& model, Activations& acts, const float* images, int b0,
-                          int n, bool training, float p, float p_att, float p_path,
-                          uint64_t dropout_key, int first_sample, Precision products) {
-  const ModelConfig& c = model.config;
-  const ViTParams& w = model.w;
-  // With patch dropout the blocks see fewer tokens in training than the embedding makes.
-  const int T = c.pass_tokens(training), N = c.patches(), D = c.dim, M = c.mlp_dim, H = c.heads;
-  const int K = c.num_classes, PL = c.patch_len();
-  const int64_t TD = int64_t(T) * D, TM = int64_t(T) * M, HTT = int64_t(H) * T * T;
-  const int BT = n * T;
-  const int64_t first = int64_t(first_sample) + b0;
-  // Where this chunk's elements start in the whole batch's buffers, per dropout site.
-  const int64_t first_td = first * TD, first_tm = first * TM, first_htt = first * HTT;
-  auto at = [b0](auto* buffer, int64_t per_image) { return at_image(buffer, b0, per_image); };
-  const int64_t image_len = int64_t(c.channels) * c.image_size * c.image_size;
-
-  float* patches = at(acts.patches, int64_t(N) * PL);
-  float* patch_proj = at(acts.patch_proj, int64_t(N) * D);
-  if (c.patch_embed == PatchEmbedKind::conv)
-    stem_forward_chunk(model, acts, images + b0 * image_len, b0, n);
-  else
-    patchify(patches, images + b0 * image_len, n, c.channels, c.image_size, c.patch_size,
-             c.patch_embed == PatchEmbedKind::shifted);
-  linear_forward(patch_proj, patches, w.patch_w, w.patch_b, n * N, PL, D);
-  const bool drop_patches = c.drops_patches(training);
-  float* tokens =
-      drop_patches ? at(acts.tokens, int64_t(c.tokens()) * D) : at(acts.blocks[0].x, TD);
-  // No pos_embed with model.pos_embed = none: w.pos_embed is null and nothing is added.
-  if (c.has_cls_token())
-    embed_tokens_forward(tokens, patch_proj, w.cls_token, w.pos_embed, n, N, D);
-  else
-    embed_patch_tokens_forward(tokens, patch_proj, w.pos_embed, n, N, D);
-  if (drop_patches) {
-    uint8_t* keep = at(acts.patch_keep, N);
-    patch_drop_draw(keep, at(acts.patch_draws, N), n, N, c.kept_patches(),
-                    rng_key(dropout_key, 0, kSitePatchDrop), first);
-    patch_drop_forward(at(acts.blocks[0].x, TD), tokens, keep, n, c.prefix_tokens(), N,
-                       c.kept_patches(), D);
-  }
-
-  for (int l = 0; l < c.depth; ++l) {
-    const BlockParams& bw = w.blocks[size_t(l)];
-    const BlockActivations& a = acts.blocks[size_t(l)];
-    const float* x = at(a.x, TD);
-    float* x_next = at(l + 1 < c.depth ? acts.blocks[size_t(l) + 1].x : acts.x_final, TD);
-    float* branch = at(acts.branch, TD);
-    float *ln1 = at(a.ln1, TD), *qkv = at(a.qkv, 3 * TD), *att_out = at(a.att_out, TD);
-    float *resid_mid = at(a.resid_mid, TD), *ln2 = at(a.ln2, TD);
-    float *fc1 = at(a.fc1, TM), *fc2_in = at(a.fc2_in, TM);
-    auto key = [&](DropoutSite site) { return rng_key(dropout_key, uint64_t(l), site); };
-    const float p_block = drop_path_rate(p_path, l, c.depth);
-
-    // x_mid = x + drop(proj(attn(LN1(x))))
-    layernorm_forward(ln1, at(a.ln1_mean, T), at(a.ln1_rstd, T), x, bw.norm1_w, bw.norm1_b, BT,
-                      D);
-    linear_forward(qkv, ln1, bw.qkv_w, bw.qkv_b, BT, D, 3 * D, products);
-    {
-      AttentionTimer timer(acts.profile);
-      const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
-      attention_forward(att_out, at(a.att, HTT), at(a.att_mask, HTT), qkv, n, T, D, H, score,
-                        p_att, key(kSiteAttention), acts.attention_scratch, acts.attention_slots,
-                        first_htt);
-    }
-    // Without dropout or drop path the projection's bias is added in the residual pass
-    // instead.
-    const bool fuse_bias = p == 0.0f && p_block == 0.0f;
-    linear_forward(branch, att_out, bw.proj_w, fuse_bias ? nullptr : bw.proj_b, BT, D, D,
-                   products);
-    dropout_forward(branch, at(a.proj_mask, TD), branch, int64_t(BT) * D, p, key(kSiteProj),
-                    first_td);
-    if (p_block > 0.0f)
-      drop_path_forward(branch, at(a.path_scale_att, 1), n, TD, p_block, key(kSitePathAtt),
-                        first);
-    residual_add(resid_mid, x, branch, fuse_bias ? bw.proj_b : nullptr, BT, D);
-
-    // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
-    layernorm_forward(ln2, at(a.ln2_mean, T), at(a.ln2_rstd, T), resid_mid, bw.norm2_w,
-                      bw.norm2_b, BT, D);
-    linear_forward(fc1, ln2, bw.fc1_w, nullptr, BT, D, M, products);
-    bias_gelu_forward(fc2_in, fc1, bw.fc1_b, BT, M);
-    dropout_forward(fc2_in, at(a.gelu_mask, TM), fc2_in, int64_t(BT) * M, p, key(kSiteGelu),
-                    first_tm);
-    linear_forward(branch, fc2_in, bw.fc2_w, fuse_bias ? nullptr : bw.fc2_b, BT, M, D,
-                   products);
-    dropout_forward(branch, at(a.fc2_mask, TD), branch, int64_t(BT) * D, p, key(kSiteFc2),
-                    first_td);
-    if (p_block > 0.0f)
-      drop_path_forward(branch, at(a.path_scale_mlp, 1), n, TD, p_block, key(kSitePathMlp),
-                        first);
-    residual_add(x_next, resid_mid, branch, fuse_bias ? bw.fc2_b : nullptr, BT, D);
-  }
-
-  // The head reads one row per image, the CLS token's or the mean of all tokens, so the
-  // final LayerNorm runs on those rows alone.
-  const float* last = at(acts.x_final, TD);
-  float* pooled = at(acts.pooled, D);
-  if (c.has_cls_token())
-    for (int b = 0; b < n; ++b) std::copy_n(last + int64_t(b) * TD, D, pooled + int64_t(b) * D);
-  else
-    mean_pool_forward(pooled, last, n, T, D);
-  float* pooled_norm = at(acts.pooled_norm, D);
-  layernorm_forward(pooled_norm, at(acts.pooled_mean, 1), at(acts.pooled_rstd, 1), pooled,
-                    w.norm_w, w.norm_b, n, D);
-  linear_forward(at(acts.logits, K), pooled_norm, w.head_w, w.head_b, n, D, K);
-}
-
-void vit_forward(const ViT& model, Activations& acts, const float* images, int B, bool training,
-                 uint64_t dropout_key, int first_sample) {
-  const ModelConfig& c = model.config;
-  const float p = training ? c.dropout : 0.0f;
-  const float p_att = training ? c.attention_dropout : 0.0f;
-  const float p_path = training ? c.drop_path : 0.0f;
-  check_forward(model, acts, images, B, training);
-  acts.forward_batch = 0;  // until this forward is complete
-
-  for_each_chunk(B, acts.attention_slots, [&](int b0, int n) {
-    forward_chunk(model, acts, images, b0, n, training, p, p_att, p_path, dropout_key,
-                  first_sample, acts.products(training));
-  });
-  acts.forward_batch = B;
-  acts.forward_was_training = training;
-}
 
 int vit_batch_filling_threads() { return kChunkImages * num_threads(); }
 

@@ -16,6 +16,7 @@
 #include "vit_passes.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 using namespace vit_passes;
 
@@ -57,7 +58,7 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
   float *datt_out = at(acts.datt_out, TD), *dqkv = at(acts.dqkv, 3 * TD);
 
   const float *path_att = at(a.path_scale_att, 1), *path_mlp = at(a.path_scale_mlp, 1);
-  const Precision products = acts.products(acts.forward_was_training);
+  const Products products = acts.products(acts.forward_was_training);
 
   // x_next = x_mid + drop_path(drop(fc2(fc2_in))): d_out is d x_next.
   const float* dfc2_out = through_branch_drops(at(acts.dbranch, TD), d_out, at(a.fc2_mask, TD),
@@ -107,7 +108,7 @@ static void block_param_grads(ViT& model, Activations& acts, int l, int B, float
   const bool in_scratch = branch_grad_in_scratch(p, p_block);
   const float* dfc2_out = in_scratch ? acts.dbranch : d_out;
   const float* dproj_out = in_scratch ? acts.dbranch_att : d_mid;
-  const Precision products = acts.products(acts.forward_was_training);
+  const Products products = acts.products(acts.forward_was_training);
   struct Layer {
     float *dweight, *dbias;
     const float *dout, *inp;
@@ -175,7 +176,7 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   // logits = head(LN(pooled)); pooled = the CLS row, or the mean over the tokens
   zero(acts.dpooled_norm, int64_t(B) * D);
   linear_backward(acts.dpooled_norm, g.head_w, g.head_b, acts.dlogits,
-                  acts.pooled_norm, w.head_w, B, D, K, acts.ones);
+                  acts.pooled_norm, w.head_w, B, D, K, acts.ones, acts.products(false));
   zero(acts.dpooled, int64_t(B) * D);
   layernorm_backward(acts.dpooled, g.norm_w, g.norm_b, acts.dpooled_norm,
                      acts.pooled, w.norm_w, acts.pooled_mean, acts.pooled_rstd, B,
@@ -219,8 +220,10 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   const bool stem = c.stem_stages() > 0;
   if (stem) zero(acts.dpatches, int64_t(B) * N * c.patch_len());
   linear_backward(stem ? acts.dpatches : nullptr, g.patch_w, g.patch_b, acts.dpatch_proj,
-                  acts.patches, w.patch_w, B * N, c.patch_len(), D, acts.ones);
+                  acts.patches, w.patch_w, B * N, c.patch_len(), D, acts.ones,
+                  acts.products(false));
   if (stem) stem_backward(model, acts, B);
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit

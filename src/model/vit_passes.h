@@ -12,8 +12,11 @@
 #include "minivit/model/activations.h"
 #include "minivit/nn/drop_path.h"
 #include "minivit/nn/dropout.h"
+#include "minivit/kernels/isa.h"
 
-namespace minivit::vit_passes {
+namespace minivit {
+MINIVIT_ISA_BEGIN
+namespace vit_passes {
 
 // Images per chunk: forward and backward take the batch through the model in chunks, each
 // through a whole block on one thread, its (400, 3D) qkv and (400, M) hidden rows staying
@@ -122,4 +125,6 @@ inline bool built_for(const ModelConfig& built, const ModelConfig& c) {
          (built.patch_drop > 0.0f || c.patch_drop <= 0.0f);
 }
 
-}  // namespace minivit::vit_passes
+}  // namespace vit_passes
+MINIVIT_ISA_END
+}  // namespace minivit

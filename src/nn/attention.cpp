@@ -14,6 +14,7 @@
 #include "minivit/nn/dropout.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 // Each (batch, head) is a handful of (T, Dh) x (Dh, T) products with T around 50 and Dh
 // around 16: too small for BLAS, whose per-call packing costs more than the arithmetic
@@ -362,4 +363,5 @@ void attention_weights_grad(float* datt, const float* dout, const float* qkv,
   }
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit

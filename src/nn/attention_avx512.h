@@ -18,8 +18,11 @@
 
 #include <cstdint>
 #include <limits>
+#include "minivit/kernels/isa.h"
 
-namespace minivit::attention_avx512 {
+namespace minivit {
+MINIVIT_ISA_BEGIN
+namespace attention_avx512 {
 
 constexpr int kMaxVectors = 4;  // 64 tokens
 
@@ -137,6 +140,8 @@ void softmax_backward_rows(float* ds, const float* dO, int ldo, const float* vt,
   }
 }
 
-}  // namespace minivit::attention_avx512
+}  // namespace attention_avx512
+MINIVIT_ISA_END
+}  // namespace minivit
 #pragma GCC diagnostic pop
 #endif

@@ -10,8 +10,11 @@
 #include "attention_avx512.h"
 #include "attention_tiles.h"
 #include "minivit/nn/attention.h"
+#include "minivit/kernels/isa.h"
 
-namespace minivit::attention_head {
+namespace minivit {
+MINIVIT_ISA_BEGIN
+namespace attention_head {
 
 using namespace attention_tiles;
 
@@ -241,4 +244,6 @@ void additive_backward_rows(int i0, const Head& hd, float* dq, const float* ds, 
                                  Tp, Dh);
 }
 
-}  // namespace minivit::attention_head
+}  // namespace attention_head
+MINIVIT_ISA_END
+}  // namespace minivit

@@ -6,8 +6,11 @@
 #include <limits>
 
 #include "minivit/kernels/vecmath.h"
+#include "minivit/kernels/isa.h"
 
-namespace minivit::attention_tiles {
+namespace minivit {
+MINIVIT_ISA_BEGIN
+namespace attention_tiles {
 
 constexpr int kTile = 16;  // score columns per step
 constexpr int kRows = 4;   // query rows per step: independent sums keep the FMA units busy
@@ -282,4 +285,6 @@ void additive_rows_backward_from_exps(float* __restrict da, int ldda, float* __r
   for (int d = 0; d < kDh; ++d) dv[d] += ds_sum - 2.0f * w_part[d];
 }
 
-}  // namespace minivit::attention_tiles
+}  // namespace attention_tiles
+MINIVIT_ISA_END
+}  // namespace minivit

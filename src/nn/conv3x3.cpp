@@ -5,6 +5,7 @@
 #include "minivit/kernels/threads.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 void conv3x3_s2_gather(float* rows, const float* inp, int B, int C, int S, bool channels_first) {
   const int So = conv3x3_s2_side(S);
@@ -61,4 +62,5 @@ void conv3x3_s2_scatter(float* dinp, const float* drows, int B, int C, int S) {
   });
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit

@@ -3,6 +3,7 @@
 #include "minivit/core/rng.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 float drop_path_rate(float rate, int block, int depth) {
   if (depth < 2) return 0.0f;
@@ -37,4 +38,5 @@ void drop_path_backward(float* dinp, const float* dout, const float* scale, int 
   }
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit

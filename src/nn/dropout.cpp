@@ -4,6 +4,7 @@
 #include "minivit/kernels/threads.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 bool dropout_keep(uint64_t key, int64_t index, float p) {
   return rng_uniform(key, uint64_t(index)) >= p;
@@ -37,4 +38,5 @@ void dropout_backward(float* dinp, const float* dout, const uint8_t* mask, int64
   });
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit

@@ -6,6 +6,7 @@
 #include "minivit/kernels/vecmath.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 static constexpr float kInvSqrt2 = 0.70710678118654752f;
 static constexpr float kInvSqrt2Pi = 0.39894228040143268f;
@@ -48,4 +49,5 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) 
   });
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit

@@ -9,6 +9,7 @@
 #include "minivit/kernels/threads.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
                        const float* weight, const float* bias, int R, int D) {
@@ -121,4 +122,5 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 
 int64_t layernorm_partials_floats(int D) { return int64_t(max_work_blocks()) * 2 * D; }
 
+MINIVIT_ISA_END
 }  // namespace minivit

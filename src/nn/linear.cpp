@@ -10,9 +10,10 @@
 #include "minivit/kernels/threads.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int R,
-                    int I, int O, Precision precision) {
+                    int I, int O, Products products) {
   float beta = 0.0f;
   if (bias) {
     // Seed every output row with the bias so the product can accumulate onto it.
@@ -24,23 +25,23 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
     });
     beta = 1.0f;
   }
-  gemm(false, true, R, O, I, 1.0f, inp, I, weight, I, beta, out, O, precision);
+  gemm(false, true, R, O, I, 1.0f, inp, I, weight, I, beta, out, O, products);
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, int R, int I, int O,
-                     const float* ones) {
+                     const float* ones, Products products) {
   // forward: out = inp . W^T + b
-  if (dinp) linear_backward_input(dinp, dout, weight, R, I, O);
+  if (dinp) linear_backward_input(dinp, dout, weight, R, I, O, true, products);
   for (int piece = 0; piece < linear_param_pieces(I, O); ++piece)
-    linear_backward_params(dweight, dbias, dout, inp, R, I, O, ones, piece);
+    linear_backward_params(dweight, dbias, dout, inp, R, I, O, ones, piece, products);
 }
 
 void linear_backward_input(float* dinp, const float* dout, const float* weight, int R, int I,
-                           int O, bool add_into, Precision precision) {
+                           int O, bool add_into, Products products) {
   // dinp (+)= dout . W
   gemm(false, false, R, I, O, 1.0f, dout, O, weight, I, add_into ? 1.0f : 0.0f, dinp, I,
-       precision);
+       products);
 }
 
 // 64: the product kernels' panel width, so a piece's columns are whole panels.
@@ -54,19 +55,24 @@ int linear_param_pieces(int I, int O) {
 // row by row, where a plain loop over columns would stride through memory.
 void linear_backward_params(float* dweight, float* dbias, const float* dout, const float* inp,
                             int R, int I, int O, const float* ones, int piece,
-                            Precision precision) {
+                            Products products) {
   const int begin = piece * kPieceWidth;
+  const Products fp32{products.kernels, Precision::fp32};
   if (O >= I) {  // rows [begin, end) of dW and db
     const int rows = std::min(O, begin + kPieceWidth) - begin;
     gemm(true, false, rows, I, R, 1.0f, dout + begin, O, inp, I, 1.0f,
-         dweight + int64_t(begin) * I, I, precision);
-    if (dbias) gemm(true, false, 1, rows, R, 1.0f, ones, 1, dout + begin, O, 1.0f, dbias + begin, O);
+         dweight + int64_t(begin) * I, I, products);
+    if (dbias)
+      gemm(true, false, 1, rows, R, 1.0f, ones, 1, dout + begin, O, 1.0f, dbias + begin, O,
+           fp32);
   } else {  // columns [begin, end) of dW; db with the first piece
     const int cols = std::min(I, begin + kPieceWidth) - begin;
     gemm(true, false, O, cols, R, 1.0f, dout, O, inp + begin, I, 1.0f, dweight + begin, I,
-         precision);
-    if (dbias && piece == 0) gemm(true, false, 1, O, R, 1.0f, ones, 1, dout, O, 1.0f, dbias, O);
+         products);
+    if (dbias && piece == 0)
+      gemm(true, false, 1, O, R, 1.0f, ones, 1, dout, O, 1.0f, dbias, O, fp32);
   }
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit

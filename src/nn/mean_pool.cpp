@@ -5,6 +5,7 @@
 #include "minivit/kernels/threads.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 void mean_pool_forward(float* pooled, const float* x, int B, int T, int D) {
   const float count = float(T);
@@ -38,4 +39,5 @@ void mean_pool_backward(float* dx, const float* dpooled, int B, int T, int D) {
   });
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit

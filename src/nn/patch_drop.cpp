@@ -5,6 +5,7 @@
 #include "minivit/core/rng.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 void patch_drop_draw(uint8_t* keep, float* draws, int n, int N, int kept, uint64_t key,
                      int64_t first_image) {
@@ -67,4 +68,5 @@ void patch_drop_backward(float* dtokens, const float* dout, const uint8_t* keep,
   }
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit

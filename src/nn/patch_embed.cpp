@@ -6,6 +6,7 @@
 #include "minivit/kernels/threads.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 void patchify(float* patches, const float* images, int B, int C, int image_size, int P,
               bool shifted) {
@@ -121,4 +122,5 @@ void embed_patch_tokens_backward(float* dpatch_proj, float* dpos_embed, const fl
   add_patch_rows(dpatch_proj, dtokens, B, N, D, 0);
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit

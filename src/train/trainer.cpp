@@ -153,6 +153,7 @@ void Trainer::create_model(const std::string& init_path) {
   }
   acts_.emplace(config_.model, batch_size_, true);
   acts_->block_products = config_.train.precision;
+  acts_->compute.threads = num_threads();
   if (config_.optim.ema_decay > 0.0f) averaged_.emplace(config_.model);
 }
 
@@ -173,12 +174,15 @@ void Trainer::announce(const std::string& config_path, int threads) const {
                (long long)total_epochs_, (long long)steps_per_epoch_, batch_size_,
                (ranks_ > 1 ? strprintf("%d ranks x %d threads", ranks_, threads)
                            : strprintf("%d threads", threads)).c_str(),
-               std::string(config_name(effective_precision(config_.train.precision))).c_str(),
-               gemm_kernels_name().c_str(), out_dir_.c_str(),
+               std::string(config_name(acts_->compute.effective_precision(config_.train.precision))).c_str(),
+               acts_->compute.kernels_name().c_str(), out_dir_.c_str(),
                resuming_ ? strprintf(" | resuming at step %lld", (long long)progress_.step).c_str() : "");
-  if (const std::string advice = blas_kernel_advice(); !advice.empty())
+  if (const std::string note = Compute::environment_note(); !note.empty())
+    std::fprintf(stderr, "%s\n", note.c_str());
+  if (const std::string advice = blas_kernel_advice(acts_->compute); !advice.empty())
     std::fprintf(stderr, "%s\n", advice.c_str());
-  if (const std::string note = precision_note(config_.train.precision); !note.empty())
+  if (const std::string note = acts_->compute.precision_note(config_.train.precision);
+      !note.empty())
     std::fprintf(stderr, "%s\n", note.c_str());
   if (config_.train.unmasked_epochs > 0)
     std::fprintf(stderr,

@@ -13,8 +13,7 @@
 
 #include "minivit/formats/checkpoint.h"
 #include "minivit/formats/safetensors.h"
-#include "minivit/kernels/gemm.h"
-#include "minivit/kernels/sgemm_avx512.h"
+#include "minivit/kernels/compute.h"
 #include "test_util.h"
 
 using namespace minivit_test;
@@ -54,7 +53,8 @@ TEST_CASE("train writes the run directory of the contract and learns", "[cli][tr
   CHECK(epochs == 12);
   CHECK(steps == 12 * 16 / 5 + 1);  // 256 training images / batch 16 = 16 steps per epoch
   // The first line names the kernels the products run on.
-  CHECK_THAT(run.train.err, Contains("fp32 products on " + minivit::gemm_kernels_name() + " | out "));
+  CHECK_THAT(run.train.err, Contains("fp32 products on " + minivit::Compute::automatic().kernels_name() +
+                                     " | out "));
   // No temporary files left behind.
   for (const auto& entry : fs::directory_iterator(run.out))
     CHECK(entry.path().string().find(".tmp.") == std::string::npos);
@@ -340,7 +340,7 @@ TEST_CASE("bench reports throughput and the kernels in use, and MINIVIT_GEMM pic
   {
     const RunResult bf16 = run_minivit(args + " --set train.precision=bf16");
     REQUIRE(bf16.exit_code == 0);
-    const bool available = minivit::bf16_products_available();
+    const bool available = minivit::Compute::automatic().bf16_products();
     CHECK(nlohmann::json::parse(read_text(json)).at("precision") == (available ? "bf16" : "fp32"));
     CHECK((bf16.err.find("note: train.precision") == std::string::npos) == available);
   }
@@ -366,7 +366,7 @@ TEST_CASE("bench reports throughput and the kernels in use, and MINIVIT_GEMM pic
   r = run_minivit(args + " --set train.precision=bf16");
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.err, Contains("note: train.precision = \"bf16\": the products run on OpenBLAS") ||
-                        Contains("note: train.precision = \"bf16\": this build has no AVX512_BF16"));
+                        Contains("note: train.precision = \"bf16\": this CPU has no AVX512_BF16"));
   CHECK(nlohmann::json::parse(read_text(json)).at("precision") == "fp32");
 
   // An unknown value is named on stderr and the automatic choice is made.
@@ -385,13 +385,13 @@ TEST_CASE("bench reports throughput and the kernels in use, and MINIVIT_GEMM pic
   const RunResult avx512 = run_minivit(args);
   unsetenv("MINIVIT_GEMM");
   REQUIRE(r.exit_code == 0);
-  if (minivit::sgemm_amx_bf16_available()) {
+  if (minivit::cpu_runs(minivit::GemmKernels::amx)) {
     CHECK(automatic == "minivit AVX-512 + AMX");
     CHECK(r.err.find("MINIVIT_GEMM") == std::string::npos);
     CHECK(nlohmann::json::parse(read_text(json)).at("gemm_kernels") == "minivit AVX-512");
     CHECK(avx512.exit_code == 0);
   } else {
-    CHECK_THAT(r.err, Contains("MINIVIT_GEMM=amx: AMX tiles are not built in or not usable"));
+    CHECK_THAT(r.err, Contains("MINIVIT_GEMM=amx: this CPU has no AMX tiles usable here"));
   }
 }
 

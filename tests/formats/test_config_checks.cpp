@@ -196,7 +196,7 @@ TEST_CASE("validate_config checks configs built in code, without a line", "[conf
   REQUIRE_THROWS_WITH(minivit::validate_config(huge_seed), Contains("key 'train.seed'"));
 }
 
-TEST_CASE("the weights' moving average takes a decay in [0, 1)", "[config][ema]") {
+TEST_CASE("the weights' moving average takes a decay of at least 0 and below 1", "[config][ema]") {
   CHECK(parse_config("[optim]\nema_decay = 0.999\n", "cfg.toml").optim.ema_decay == 0.999f);
   CHECK(parse_config("", "cfg.toml").optim.ema_decay == 0.0f);  // off unless asked for
   REQUIRE_THROWS_WITH(parse_config("[optim]\nema_decay = 1.0\n", "cfg.toml"),

@@ -1,13 +1,15 @@
 // The gemm wrapper against an independent product in double precision (xtensor-blas's
 // linalg::dot): every transpose combination, leading dimensions larger than the matrix,
 // beta = 0 and 1, and sizes large enough to be split across threads; for each set of
-// kernels built in (minivit's AVX2 and AVX-512 ones, with AMX tiles for bf16 products where the CPU
-// has them, and OpenBLAS).
+// kernels this CPU runs (minivit's AVX2 and AVX-512 ones, with AMX tiles for bf16 products
+// where the CPU has them, and OpenBLAS), each at its level (kernels/isa.h), through the same
+// gemm() the program's code compiled once calls.
 #include <catch2/catch.hpp>
 
 #include <omp.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include <xtensor-blas/xlinalg.hpp>
@@ -16,8 +18,7 @@
 #include "gradcheck.h"
 #include "minivit/kernels/gemm.h"
 #include "minivit/kernels/runtime.h"
-#include "minivit/kernels/sgemm_avx2.h"
-#include "minivit/kernels/sgemm_avx512.h"
+#include "minivit/kernels/compute.h"
 #include "minivit/kernels/threads.h"
 
 using namespace minivit;
@@ -39,8 +40,8 @@ static xt::xtensor<double, 2> op_matrix(const std::vector<float>& X, bool trans,
 // reads the C it was told to ignore fails.
 // With Precision::bf16 the product is checked against the one of the inputs rounded to
 // bf16 where the kernels in use compute it so, else against the exact one.
-static void check_gemm(bool ta, bool tb, int M, int N, int K, float beta, int pad,
-                       float alpha = 0.5f, Precision precision = Precision::fp32) {
+static void check_gemm(const Compute& compute, bool ta, bool tb, int M, int N, int K, float beta,
+                       int pad, float alpha = 0.5f, Precision precision = Precision::fp32) {
   const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
   auto A = minivit_test::random_vector(int64_t(ta ? K : M) * lda, 1.0f, 1);
   auto B = minivit_test::random_vector(int64_t(tb ? N : K) * ldb, 1.0f, 2);
@@ -49,8 +50,9 @@ static void check_gemm(bool ta, bool tb, int M, int N, int K, float beta, int pa
     for (int i = 0; i < M; ++i)
       for (int j = 0; j < N; ++j) C[size_t(i) * ldc + j] = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> C0 = C;
-  gemm(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, precision);
-  const bool bf16 = precision == Precision::bf16 && bf16_products_available();
+  gemm(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc,
+       {compute.kernels, precision});
+  const bool bf16 = precision == Precision::bf16 && compute.bf16_products();
   const xt::xtensor<double, 2> product =
       xt::linalg::dot(op_matrix(A, ta, M, K, lda, bf16), op_matrix(B, tb, K, N, ldb, bf16));
   const double tolerance = 1e-4 * std::sqrt(double(K) + 1);
@@ -60,7 +62,7 @@ static void check_gemm(bool ta, bool tb, int M, int N, int K, float beta, int pa
           alpha * product(i, j) + (beta == 0.0f ? 0.0 : beta * C0[size_t(i) * ldc + j]);
       const float got = C[size_t(i) * ldc + j];
       if (std::abs(got - ref) <= tolerance) continue;  // NaN falls through
-      INFO(gemm_kernels_name() << (bf16 ? " bf16" : "") << ": ta " << ta << " tb " << tb << " M " << M << " N " << N
+      INFO(compute.kernels_name() << (bf16 ? " bf16" : "") << ": ta " << ta << " tb " << tb << " M " << M << " N " << N
                                << " K " << K << " beta " << beta << " at " << i << "," << j);
       REQUIRE(got == Approx(ref).margin(tolerance));
     }
@@ -69,26 +71,24 @@ static void check_gemm(bool ta, bool tb, int M, int N, int K, float beta, int pa
     for (int i = 0; i < M; ++i) REQUIRE(C[size_t(i) * ldc + N] == C0[size_t(i) * ldc + N]);
 }
 
-// Runs the body once for each set of kernels built in, then restores the one in use.
+// Runs the body once for each set of kernels this CPU runs, handing it their Compute.
 template <typename Body>
 static void for_each_gemm_kernels(Body body) {
-  const GemmKernels in_use = gemm_kernels();
   for (GemmKernels kernels :
        {GemmKernels::openblas, GemmKernels::avx2, GemmKernels::avx512, GemmKernels::amx})
-    if (set_gemm_kernels(kernels)) body();
-  set_gemm_kernels(in_use);
+    if (const auto compute = Compute::with_kernels(kernels)) body(*compute);
 }
 
 TEST_CASE("gemm matches a naive product for all transposes", "[gemm]") {
-  for_each_gemm_kernels([] {
+  for_each_gemm_kernels([](const Compute& compute) {
     for (bool ta : {false, true})
       for (bool tb : {false, true})
         for (float beta : {0.0f, 1.0f}) {
-          check_gemm(ta, tb, 7, 5, 3, beta, 0);
-          check_gemm(ta, tb, 50, 16, 50, beta, 3);
-          check_gemm(ta, tb, 1300, 96, 64, beta, 0);  // split by rows
-          check_gemm(ta, tb, 64, 1300, 96, beta, 2);  // split by columns
-          check_gemm(ta, tb, 96, 64, 3000, beta, 1);  // long reduction
+          check_gemm(compute, ta, tb, 7, 5, 3, beta, 0);
+          check_gemm(compute, ta, tb, 50, 16, 50, beta, 3);
+          check_gemm(compute, ta, tb, 1300, 96, 64, beta, 0);  // split by rows
+          check_gemm(compute, ta, tb, 64, 1300, 96, beta, 2);  // split by columns
+          check_gemm(compute, ta, tb, 96, 64, 3000, beta, 1);  // long reduction
         }
   });
 }
@@ -98,17 +98,17 @@ TEST_CASE("gemm handles every edge of minivit's kernels' tiles", "[gemm]") {
   // the AVX2 kernels' 16-column tile and the 16-wide ones of the AVX-512 kernels' 64-column
   // tile, reductions around the 128-long packed block; then a beta other than 0 and 1 with
   // a negative alpha, and a bias gradient's 1^T . dY.
-  for_each_gemm_kernels([] {
+  for_each_gemm_kernels([](const Compute& compute) {
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         for (int M : {1, 5, 6, 7, 97})
           for (int N : {1, 7, 8, 9, 15, 16, 17, 33, 63, 64, 65})
-            for (int K : {1, 127, 128, 129}) check_gemm(ta, tb, M, N, K, 0.0f, 1);
-        check_gemm(ta, tb, 19, 150, 300, 0.25f, 2, -1.5f);
+            for (int K : {1, 127, 128, 129}) check_gemm(compute, ta, tb, M, N, K, 0.0f, 1);
+        check_gemm(compute, ta, tb, 19, 150, 300, 0.25f, 2, -1.5f);
         // More columns than the kernels pack at a time (4 panels of 64, 16 of 16), with a
         // ragged last group and several reduction blocks.
-        check_gemm(ta, tb, 100, 300, 150, 0.5f, 1, 2.0f);
-        check_gemm(ta, tb, 1, 192, 6400, 1.0f, 0, 1.0f);
+        check_gemm(compute, ta, tb, 100, 300, 150, 0.5f, 1, 2.0f);
+        check_gemm(compute, ta, tb, 1, 192, 6400, 1.0f, 0, 1.0f);
       }
   });
 }
@@ -117,16 +117,16 @@ TEST_CASE("bf16 products match the product of bf16-rounded inputs at every edge"
   // Reductions around the bf16 kernels' 256-long block, the AMX tiles' 32 and odd ones (a
   // pair with a zero partner), rows around the 6-row tile, the 16-row AMX tile, the 32-row
   // AMX block and the 96-row block, columns around the vectors and the AMX tiles.
-  for_each_gemm_kernels([] {
+  for_each_gemm_kernels([](const Compute& compute) {
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         for (int M : {1, 6, 7, 17, 33, 97})
           for (int N : {1, 17, 33, 64, 65})
-            for (int K : {1, 2, 3, 31, 33, 255, 256, 257}) check_gemm(ta, tb, M, N, K, 0.0f, 1, 0.5f, Precision::bf16);
-        check_gemm(ta, tb, 100, 300, 515, 0.5f, 1, 2.0f, Precision::bf16);
-        check_gemm(ta, tb, 1300, 96, 64, 1.0f, 0, 1.0f, Precision::bf16);  // split by rows
-        check_gemm(ta, tb, 64, 1300, 96, 0.0f, 2, 1.0f, Precision::bf16);  // split by columns
-        check_gemm(ta, tb, 96, 192, 6272, 1.0f, 0, 1.0f, Precision::bf16);  // a weight gradient's
+            for (int K : {1, 2, 3, 31, 33, 255, 256, 257}) check_gemm(compute, ta, tb, M, N, K, 0.0f, 1, 0.5f, Precision::bf16);
+        check_gemm(compute, ta, tb, 100, 300, 515, 0.5f, 1, 2.0f, Precision::bf16);
+        check_gemm(compute, ta, tb, 1300, 96, 64, 1.0f, 0, 1.0f, Precision::bf16);  // split by rows
+        check_gemm(compute, ta, tb, 64, 1300, 96, 0.0f, 2, 1.0f, Precision::bf16);  // split by columns
+        check_gemm(compute, ta, tb, 96, 192, 6272, 1.0f, 0, 1.0f, Precision::bf16);  // a weight gradient's
       }
   });
 }
@@ -136,76 +136,84 @@ TEST_CASE("bf16 products round their inputs, and only where the kernels can", "[
   // with 1 sum to exactly 4 in bf16, and to 4 + 2^-8 in fp32.
   const float a[4] = {1.0f + 0x1p-10f, 1.0f + 0x1p-10f, 1.0f + 0x1p-10f, 1.0f + 0x1p-10f};
   const float b[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-  for_each_gemm_kernels([&] {
+  for_each_gemm_kernels([&](const Compute& compute) {
     float c = 0.0f;
-    gemm(false, false, 1, 1, 4, 1.0f, a, 4, b, 1, 0.0f, &c, 1, Precision::bf16);
-    CHECK(c == (bf16_products_available() ? 4.0f : 4.0f + 0x1p-8f));
-    gemm(false, false, 1, 1, 4, 1.0f, a, 4, b, 1, 0.0f, &c, 1);
+    gemm(false, false, 1, 1, 4, 1.0f, a, 4, b, 1, 0.0f, &c, 1, {compute.kernels, Precision::bf16});
+    CHECK(c == (compute.bf16_products() ? 4.0f : 4.0f + 0x1p-8f));
+    gemm(false, false, 1, 1, 4, 1.0f, a, 4, b, 1, 0.0f, &c, 1, {compute.kernels});
     CHECK(c == 4.0f + 0x1p-8f);
   });
-  const GemmKernels in_use = gemm_kernels();
-  set_gemm_kernels(GemmKernels::openblas);
-  CHECK_FALSE(bf16_products_available());  // OpenBLAS's sgemm is fp32 only
-  set_gemm_kernels(in_use);
+  CHECK_FALSE(Compute::with_kernels(GemmKernels::openblas)->bf16_products());  // fp32 only
 }
 
 TEST_CASE("gemm with an empty reduction scales C by beta", "[gemm]") {
-  for_each_gemm_kernels([] {
+  for_each_gemm_kernels([](const Compute& compute) {
     std::vector<float> C = {1.0f, 2.0f, 3.0f, 4.0f};
     const float unused[2] = {0.0f, 0.0f};
-    gemm(false, false, 2, 2, 0, 1.0f, unused, 1, unused, 2, 0.5f, C.data(), 2);
+    gemm(false, false, 2, 2, 0, 1.0f, unused, 1, unused, 2, 0.5f, C.data(), 2, {compute.kernels});
     CHECK(C == std::vector<float>{0.5f, 1.0f, 1.5f, 2.0f});
     std::fill(C.begin(), C.end(), std::numeric_limits<float>::quiet_NaN());
-    gemm(false, false, 2, 2, 0, 1.0f, unused, 1, unused, 2, 0.0f, C.data(), 2);
+    gemm(false, false, 2, 2, 0, 1.0f, unused, 1, unused, 2, 0.0f, C.data(), 2, {compute.kernels});
     CHECK(C == std::vector<float>(4, 0.0f));
   });
 }
 
-TEST_CASE("gemm kernels can be switched, and AVX2, AVX-512 and AMX only where built in",
-          "[gemm]") {
-  const GemmKernels in_use = gemm_kernels();
-  REQUIRE(set_gemm_kernels(GemmKernels::openblas));
-  CHECK(gemm_kernels_name().rfind("OpenBLAS ", 0) == 0);
-  if (set_gemm_kernels(GemmKernels::avx2)) {
-    CHECK(gemm_kernels_name() == "minivit AVX2");
-    CHECK_FALSE(bf16_products_available());  // fp32 only
-    CHECK(blas_kernel_advice().empty());
+TEST_CASE("each set of kernels runs where the CPU has what it needs, at its level", "[gemm]") {
+  const auto openblas = Compute::with_kernels(GemmKernels::openblas);
+  REQUIRE(openblas);  // everywhere
+  CHECK(openblas->kernels_name().rfind("OpenBLAS ", 0) == 0);
+  CHECK(openblas->isa == best_isa());
+  CHECK(cpu_runs(Isa::x86_64));
+  if (const auto avx2 = Compute::with_kernels(GemmKernels::avx2)) {
+    CHECK(avx2->kernels_name() == "minivit AVX2");
+    CHECK(avx2->isa == Isa::avx2);
+    CHECK_FALSE(avx2->bf16_products());  // fp32 only
+    CHECK(blas_kernel_advice(*avx2).empty());  // OpenBLAS computes nothing then
   } else {
-    CHECK_FALSE(sgemm_avx2_available());
-    CHECK(gemm_kernels() == GemmKernels::openblas);
+    CHECK_FALSE(cpu_runs(Isa::avx2));
   }
-  REQUIRE(set_gemm_kernels(GemmKernels::openblas));
-  if (set_gemm_kernels(GemmKernels::avx512)) {
-    CHECK(gemm_kernels_name() == "minivit AVX-512");
-    CHECK(blas_kernel_advice().empty());  // OpenBLAS computes nothing then
+  if (const auto avx512 = Compute::with_kernels(GemmKernels::avx512)) {
+    CHECK(avx512->kernels_name() == "minivit AVX-512");
+    CHECK(avx512->isa == Isa::avx512);
+    CHECK(avx512->bf16_products() == cpu_has_avx512_bf16());
+    CHECK(cpu_runs(Isa::avx2));  // the levels nest
   } else {
-    CHECK(gemm_kernels() == GemmKernels::openblas);  // refused, nothing changed
+    CHECK_FALSE(cpu_runs(Isa::avx512));
   }
-  const GemmKernels before = gemm_kernels();
-  if (set_gemm_kernels(GemmKernels::amx)) {
-    CHECK(gemm_kernels_name() == "minivit AVX-512 + AMX");
-    CHECK(bf16_products_available());
-    CHECK(blas_kernel_advice().empty());
-  } else {
-    CHECK_FALSE(sgemm_amx_bf16_available());
-    CHECK(gemm_kernels() == before);  // refused, nothing changed
+  if (const auto amx = Compute::with_kernels(GemmKernels::amx)) {
+    CHECK(amx->kernels_name() == "minivit AVX-512 + AMX");
+    CHECK(amx->bf16_products());
   }
-  set_gemm_kernels(in_use);
+  // The automatic choice is the first of AMX, AVX-512, AVX2 and OpenBLAS the CPU runs
+  // (MINIVIT_GEMM aside, which the test suite leaves unset).
+  if (!std::getenv("MINIVIT_GEMM")) {
+    const Compute automatic = Compute::automatic();
+    for (GemmKernels k : {GemmKernels::amx, GemmKernels::avx512, GemmKernels::avx2})
+      if (cpu_runs(k)) {
+        CHECK(automatic.kernels == k);
+        break;
+      }
+    CHECK(automatic.isa == best_isa());
+  }
 }
 
 TEST_CASE("gemm results do not depend on the thread count", "[gemm]") {
-  for_each_gemm_kernels([] {
+  for_each_gemm_kernels([](const Compute& compute) {
     for (Precision precision : {Precision::fp32, Precision::bf16}) {
       const int M = 640, N = 192, K = 64;
       auto A = minivit_test::random_vector(M * K, 1.0f, 4);
       auto B = minivit_test::random_vector(N * K, 1.0f, 5);
       std::vector<float> C1(M * N), C2(M * N);
-      const int threads = num_threads();
-      set_num_threads(1);
-      gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C1.data(), N, precision);
-      set_num_threads(2);
-      gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C2.data(), N, precision);
-      set_num_threads(threads);
+      {
+        ThreadsScope one(1);
+        gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C1.data(), N,
+             {compute.kernels, precision});
+      }
+      {
+        ThreadsScope two(2);
+        gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C2.data(), N,
+             {compute.kernels, precision});
+      }
       CHECK(C1 == C2);  // a row split leaves every dot product's order unchanged
     }
   });

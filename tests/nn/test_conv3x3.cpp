@@ -8,6 +8,7 @@
 #include "gradcheck.h"
 #include "minivit/nn/conv3x3.h"
 #include "minivit/nn/linear.h"
+#include "level.h"
 
 using namespace minivit;
 using namespace minivit_test;
@@ -65,7 +66,8 @@ TEST_CASE("gathered windows through a linear layer are the 3x3 stride-2 convolut
       std::vector<float> rows(size_t(B) * So * So * 9 * C, -7.0f), out(want.size());
       conv3x3_s2_gather(rows.data(), channels_first ? inp.data() : channels_last(inp, B, C, S).data(),
                         B, C, S, channels_first);
-      linear_forward(out.data(), rows.data(), weight.data(), bias.data(), B * So * So, 9 * C, O);
+      linear_forward(out.data(), rows.data(), weight.data(), bias.data(), B * So * So, 9 * C, O,
+                     level_products());
       for (size_t i = 0; i < want.size(); ++i) REQUIRE(out[i] == Approx(want[i]).margin(1e-5));
     }
   }
@@ -101,13 +103,15 @@ TEST_CASE("a 3x3 stride-2 convolution's input gradient matches finite difference
   std::vector<float> rows(size_t(R) * 9 * C), out(size_t(R) * O), drows(rows.size()), dinp(inp.size(), 0.0f);
   auto loss = [&] {
     conv3x3_s2_gather(rows.data(), inp.data(), B, C, S, false);
-    linear_forward(out.data(), rows.data(), weight.data(), bias.data(), R, 9 * C, O);
+    linear_forward(out.data(), rows.data(), weight.data(), bias.data(), R, 9 * C, O,
+                   level_products());
     double sum = 0;
     for (size_t i = 0; i < out.size(); ++i) sum += double(out[i]) * dout[i];
     return sum;
   };
   loss();
-  linear_backward_input(drows.data(), dout.data(), weight.data(), R, 9 * C, O, false);
+  linear_backward_input(drows.data(), dout.data(), weight.data(), R, 9 * C, O, false,
+                        level_products());
   conv3x3_s2_scatter(dinp.data(), drows.data(), B, C, S);
   check_gradients(loss, {{"input", inp.data(), dinp.data(), int64_t(inp.size())}}, 1e-2, 1e-2, 1e-4, 100);
 }

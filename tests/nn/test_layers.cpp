@@ -15,6 +15,7 @@
 #include "minivit/nn/layernorm.h"
 #include "minivit/nn/linear.h"
 #include "minivit/nn/patch_embed.h"
+#include "level.h"
 
 using namespace minivit;
 using namespace minivit_test;
@@ -24,7 +25,7 @@ TEST_CASE("linear forward is x W^T + b", "[layers][linear]") {
   const float W[2 * 3] = {1, 0, -1, 0.5f, 0.5f, 0.5f};
   const float b[2] = {0.25f, -1};
   float y[4];
-  linear_forward(y, x, W, b, 2, 3, 2);
+  linear_forward(y, x, W, b, 2, 3, 2, level_products());
   CHECK(y[0] == Approx(1 - 3 + 0.25f));
   CHECK(y[1] == Approx(3 - 1));
   CHECK(y[2] == Approx(4 - 6 + 0.25f));
@@ -37,13 +38,13 @@ TEST_CASE("linear backward matches finite differences", "[layers][linear][grad]"
        b = random_vector(O, 0.5f, 3), g = random_vector(R * O, 1.0f, 4);
   std::vector<float> y(R * O), dx(R * I, 0.0f), dW(O * I, 0.0f), db(O, 0.0f);
   auto f = [&] {
-    linear_forward(y.data(), x.data(), W.data(), b.data(), R, I, O);
+    linear_forward(y.data(), x.data(), W.data(), b.data(), R, I, O, level_products());
     return dot(y.data(), g.data(), R * O);
   };
   f();
   const std::vector<float> ones(R, 1.0f);
   linear_backward(dx.data(), dW.data(), db.data(), g.data(), x.data(), W.data(), R, I, O,
-                  ones.data());
+                  ones.data(), level_products());
   check_gradients(f, {{"x", x.data(), dx.data(), R * I}, {"W", W.data(), dW.data(), O * I},
                       {"b", b.data(), db.data(), O}});
 }
@@ -55,10 +56,10 @@ TEST_CASE("linear backward adds into existing gradients", "[layers][linear]") {
   std::vector<float> dx1(R * I, 0.0f), dW1(O * I, 0.0f), db1(O, 0.0f);
   const std::vector<float> ones(R, 1.0f);
   linear_backward(dx1.data(), dW1.data(), db1.data(), g.data(), x.data(), W.data(), R, I, O,
-                  ones.data());
+                  ones.data(), level_products());
   std::vector<float> dx2(R * I, 1.0f), dW2(O * I, 1.0f), db2(O, 1.0f);
   linear_backward(dx2.data(), dW2.data(), db2.data(), g.data(), x.data(), W.data(), R, I, O,
-                  ones.data());
+                  ones.data(), level_products());
   for (int i = 0; i < R * I; ++i) CHECK(dx2[i] == Approx(dx1[i] + 1.0f));
   for (int i = 0; i < O * I; ++i) CHECK(dW2[i] == Approx(dW1[i] + 1.0f));
   for (int i = 0; i < O; ++i) CHECK(db2[i] == Approx(db1[i] + 1.0f));

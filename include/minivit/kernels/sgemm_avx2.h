@@ -1,14 +1,15 @@
 #pragma once
 // A single-threaded sgemm with AVX2 and FMA kernels for the shapes of a small ViT, the
 // AVX-512 kernels' scheme (sgemm_avx512.h) on 8-lane vectors, used by gemm() (gemm.h) with
-// the same arguments and row-major convention on CPUs without AVX-512. Built in when
-// minivit is compiled for a CPU with AVX2 and FMA, as the default -march=native build on
-// such a CPU is.
-namespace minivit {
+// the same arguments and row-major convention on CPUs without AVX-512. Compiled into the
+// AVX2 level only (kernels/isa.h).
+#include "minivit/kernels/isa.h"
 
-bool sgemm_avx2_available();
+namespace minivit {
+MINIVIT_ISA_BEGIN
 
 void sgemm_avx2(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                 int lda, const float* B, int ldb, float beta, float* C, int ldc);
 
+MINIVIT_ISA_END
 }  // namespace minivit

@@ -8,8 +8,10 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include "minivit/kernels/isa.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 // exp(x) for |x| <= 87 (beyond it the exponent bits built below overflow), inlined so that
 // a loop of them vectorises without a call per vector (libmvec's call and its fallback to
@@ -80,4 +82,5 @@ inline float tanh_inline(float x) {
   return a < 0.625f ? small : large;
 }
 
+MINIVIT_ISA_END
 }  // namespace minivit

@@ -13,6 +13,7 @@
 
 #include "minivit/core/config.h"
 #include "minivit/core/tensor.h"
+#include "minivit/kernels/compute.h"
 
 namespace minivit {
 
@@ -128,10 +129,18 @@ struct Activations {
 
   StepProfile* profile = nullptr;  // timings are added here when set
 
+  // How the passes on these activations compute: the instruction-set level of the layers,
+  // the product kernels, the threads (kernels/compute.h). The fastest the CPU runs unless
+  // set otherwise.
+  Compute compute = Compute::automatic();
   // How training passes compute the transformer blocks' matrix products (train.precision,
-  // kernels/gemm.h); evaluation passes, and the patch embedding and head, stay fp32.
+  // kernels/gemm.h); evaluation passes, and the patch embedding and head, stay fp32. A bf16
+  // request that compute's kernels cannot honour runs in fp32.
   Precision block_products = Precision::fp32;
-  Precision products(bool training) const { return training ? block_products : Precision::fp32; }
+  Products products(bool training) const {
+    return {compute.kernels,
+            training ? compute.effective_precision(block_products) : Precision::fp32};
+  }
 
   // Set by vit_forward, read by vit_backward: the batch and mode of the last forward.
   int forward_batch = 0;

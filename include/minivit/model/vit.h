@@ -6,13 +6,16 @@
 //                           names and shapes, so checkpoints and optimizers are one loop
 //   activations.h           the run state: buffers for one wave of activations, described
 //                           by a table, sized once for the largest batch and reused
-//   vit_forward/backward    the model, one layer call per line (vit.cpp)
+//   vit_forward/backward    the model, one layer call per line (vit_forward.cpp,
+//                           vit_backward.cpp), compiled once per instruction-set level
+//                           and run at the level of acts.compute (kernels/isa.h)
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "minivit/core/config.h"
 #include "minivit/core/tensor.h"
+#include "minivit/kernels/isa.h"
 #include "minivit/model/activations.h"
 #include "minivit/model/params.h"
 
@@ -46,6 +49,8 @@ struct ViT {
   const ParamSpec* find(const std::string& name) const;
 };
 
+MINIVIT_ISA_BEGIN
+
 // images (B, C, S, S), normalised. Leaves logits in acts.logits. `dropout_key` seeds the
 // dropout masks of this step (ignored when !training); `first_sample` is the place of
 // images[0] in the whole batch when the batch is split over processes, so that each image's
@@ -62,6 +67,8 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
 // gradient at its attention weights in att_grad. Throws minivit::Error unless `acts` was
 // built for training and its last vit_forward was of the same B.
 void vit_backward(ViT& model, Activations& acts, int B);
+
+MINIVIT_ISA_END
 
 // Images a forward needs to keep every thread of the pool busy: it takes a batch through the
 // model in chunks of a few images, one chunk per thread (vit_passes.h).

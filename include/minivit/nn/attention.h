@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "minivit/core/config.h"
+#include "minivit/kernels/isa.h"
 
 namespace minivit {
 
@@ -46,6 +47,8 @@ struct AttentionScoreGrad {
   float* logit_scale = nullptr;  // (H), added into
   float* per_pair = nullptr;     // (B, H, Dh)
 };
+
+MINIVIT_ISA_BEGIN
 
 // The dropout mask of att element e draws at index mask_first_index + e (dropout.h).
 void attention_forward(float* out, float* att, uint8_t* att_mask, const float* qkv, int B,
@@ -85,4 +88,5 @@ int64_t attention_scratch_floats(int T, int Dh);
 // Floats of AttentionScoreGrad::per_pair for a batch of B.
 int64_t attention_score_grad_floats(int B, int H, int Dh);
 
+MINIVIT_ISA_END
 }  // namespace minivit

@@ -7,8 +7,10 @@
 // An S x S input gives (S + 1) / 2 positions a side; the window of output (y, x) covers
 // input rows 2y - 1 .. 2y + 1 and columns 2x - 1 .. 2x + 1, zero outside.
 #include <cstdint>
+#include "minivit/kernels/isa.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 // Output positions a side of a stride-2 convolution over S x S.
 inline int conv3x3_s2_side(int S) { return (S + 1) / 2; }
@@ -22,4 +24,5 @@ void conv3x3_s2_gather(float* rows, const float* inp, int B, int C, int S, bool 
 // entries were gathered from. Each image is one thread's, its sums in a fixed order.
 void conv3x3_s2_scatter(float* dinp, const float* drows, int B, int C, int S);
 
+MINIVIT_ISA_END
 }  // namespace minivit

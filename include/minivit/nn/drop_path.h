@@ -6,8 +6,10 @@
 // `key` at the image's index in the whole batch, so the draws do not depend on how the
 // batch is cut into chunks, threads or processes.
 #include <cstdint>
+#include "minivit/kernels/isa.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 // The rate of block `block` of `depth`: timm's linspace(0, rate, depth), none in the first
 // block and the configured rate in the last.
@@ -26,4 +28,5 @@ void scale_images(float* x, const float* scale, int n, int64_t per_image);
 void drop_path_backward(float* dinp, const float* dout, const float* scale, int n,
                         int64_t per_image);
 
+MINIVIT_ISA_END
 }  // namespace minivit

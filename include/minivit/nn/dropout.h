@@ -5,8 +5,10 @@
 // bytes for backward. With p == 0 or outside training, forward copies (or, in place, does
 // nothing) and backward passes the gradient through.
 #include <cstdint>
+#include "minivit/kernels/isa.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 // out may alias inp. Element i draws at index first_index + i: a batch split over several
 // processes (train/distributed.h) passes each shard's offset in the whole batch, so the
@@ -20,4 +22,5 @@ void dropout_backward(float* dinp, const float* dout, const uint8_t* mask, int64
 // The keep decision for one element, shared by every user of dropout masks.
 bool dropout_keep(uint64_t key, int64_t index, float p);
 
+MINIVIT_ISA_END
 }  // namespace minivit

@@ -2,8 +2,10 @@
 // GELU, exact form with erf (PyTorch's default, timm's ViT):
 //   gelu(x) = 0.5 x (1 + erf(x / sqrt 2))
 #include <cstdint>
+#include "minivit/kernels/isa.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 // GELU with the bias of the linear layer before it fused into the same pass:
 //   pre (R, M) += bias (M) on every row;  out = gelu(pre)
@@ -13,4 +15,5 @@ void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int
 // dinp += dout * gelu'(inp)
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
 
+MINIVIT_ISA_END
 }  // namespace minivit

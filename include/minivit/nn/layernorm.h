@@ -3,8 +3,10 @@
 //   out = (inp - mean) * rstd * weight + bias
 // Forward caches mean and rstd per row for backward. Backward adds into dinp, dweight, dbias.
 #include <cstdint>
+#include "minivit/kernels/isa.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 constexpr float kLayerNormEps = 1e-6f;
 
@@ -31,4 +33,5 @@ void layernorm_backward_params(float* dweight, float* dbias, const float* dout, 
 // weight gradients (see layernorm.cpp).
 int64_t layernorm_partials_floats(int D);
 
+MINIVIT_ISA_END
 }  // namespace minivit

@@ -4,17 +4,20 @@
 // Backward adds into every gradient it is given; pass nullptr for dinp when the input
 // needs no gradient (the patch pixels). The bias gradient is the product ones^T . dout, so
 // backward reads `ones`, at least R floats of 1, when dbias is given.
-// `precision` is that of the products (gemm.h); the bias gradient's sums stay fp32.
-#include "minivit/core/config.h"  // Precision
+// `products` says which kernels compute the products and in what precision (gemm.h); the
+// bias gradient's sums stay fp32.
+#include "minivit/kernels/compute.h"  // Products
+#include "minivit/kernels/isa.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int R,
-                    int I, int O, Precision precision = Precision::fp32);
+                    int I, int O, Products products);
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, int R, int I, int O,
-                     const float* ones);
+                     const float* ones, Products products);
 
 // The same backward in two halves, for a caller that takes the rows of a batch in chunks
 // and the weight gradients, which sum over every row, afterwards (vit.cpp):
@@ -26,10 +29,11 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // With add_into false it sets dinp instead, sparing the clearing pass a scratch gradient
 // would need (the same bits: the sum plus zero).
 void linear_backward_input(float* dinp, const float* dout, const float* weight, int R, int I,
-                           int O, bool add_into = true, Precision precision = Precision::fp32);
+                           int O, bool add_into, Products products);
 int linear_param_pieces(int I, int O);
 void linear_backward_params(float* dweight, float* dbias, const float* dout, const float* inp,
                             int R, int I, int O, const float* ones, int piece,
-                            Precision precision = Precision::fp32);
+                            Products products);
 
+MINIVIT_ISA_END
 }  // namespace minivit

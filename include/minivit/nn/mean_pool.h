@@ -1,9 +1,11 @@
 #pragma once
+#include "minivit/kernels/isa.h"
 // The mean over the tokens, for a head that reads every token instead of a CLS token
 // (timm's global_pool='avg').
 //   x       (B, T, D)
 //   pooled  (B, D)      pooled[b] = (1/T) sum_t x[b, t]
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 void mean_pool_forward(float* pooled, const float* x, int B, int T, int D);
 
@@ -11,4 +13,5 @@ void mean_pool_forward(float* pooled, const float* x, int B, int T, int D);
 // T-th of the mean.
 void mean_pool_backward(float* dx, const float* dpooled, int B, int T, int D);
 
+MINIVIT_ISA_END
 }  // namespace minivit

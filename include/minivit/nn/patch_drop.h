@@ -14,8 +14,10 @@
 // (the lower index first between equal draws). timm draws the same kind of subset, any
 // `kept` patches with equal chance, by sorting normal draws.
 #include <cstdint>
+#include "minivit/kernels/isa.h"
 
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 // Fills keep (n, N) for images first_image .. first_image + n - 1: `kept` ones an image.
 // draws (n, N) is scratch, left holding the images' draws in some order.
@@ -31,4 +33,5 @@ void patch_drop_forward(float* out, const float* tokens, const uint8_t* keep, in
 void patch_drop_backward(float* dtokens, const float* dout, const uint8_t* keep, int n,
                          int prefix, int N, int kept, int D);
 
+MINIVIT_ISA_END
 }  // namespace minivit

@@ -1,4 +1,5 @@
 #pragma once
+#include "minivit/kernels/isa.h"
 // Patch embedding, CLS token and position embedding: the front of the ViT.
 // timm's Conv2d(C, D, P, stride P) is a linear layer on patches flattened in
 // (channel, row, column) order, so its weight (D, C, P, P) is used as (D, C*P*P).
@@ -14,6 +15,7 @@
 // backward a null dpos_embed means the positions take no gradient (absent, or a fixed
 // table that is never trained).
 namespace minivit {
+MINIVIT_ISA_BEGIN
 
 // Shifted patches (Lee et al., "Vision Transformer for Small-Size Datasets", 2021) let each
 // token see the pixels around its patch: the patch embedding gets a little of what a
@@ -38,4 +40,5 @@ void embed_patch_tokens_forward(float* tokens, const float* patch_proj, const fl
 void embed_patch_tokens_backward(float* dpatch_proj, float* dpos_embed, const float* dtokens,
                                  int B, int N, int D);
 
+MINIVIT_ISA_END
 }  // namespace minivit

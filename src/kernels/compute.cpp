@@ -1,0 +1,144 @@
+#include "minivit/kernels/compute.h"
+
+#include <cblas.h>
+#include <cpuid.h>
+#include <omp.h>
+#include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace minivit {
+
+// AMX needs the CPU's tiles and the kernel's leave to use their state (Linux 5.16 and later
+// grant it per process on request).
+static bool amx_usable() {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  const bool tile = edx & (1u << 24), bf16 = edx & (1u << 22);
+  constexpr long kRequestPermission = 0x1023;  // ARCH_REQ_XCOMP_PERM
+  constexpr long kTileData = 18;               // XFEATURE_XTILEDATA
+  return tile && bf16 && syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+}
+
+// libgcc's checks include the operating system's support for the wider registers.
+bool cpu_runs(Isa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case Isa::x86_64: return true;
+    case Isa::avx2: return __builtin_cpu_supports("x86-64-v3");
+    case Isa::avx512: return __builtin_cpu_supports("x86-64-v4");
+  }
+  return false;
+}
+
+bool cpu_has_avx512_bf16() {
+  __builtin_cpu_init();
+  return cpu_runs(Isa::avx512) && __builtin_cpu_supports("avx512bf16");
+}
+
+bool cpu_runs(GemmKernels kernels) {
+  switch (kernels) {
+    case GemmKernels::openblas: return true;
+    case GemmKernels::avx2: return cpu_runs(Isa::avx2);
+    case GemmKernels::avx512: return cpu_runs(Isa::avx512);
+    case GemmKernels::amx: {
+      static const bool usable = cpu_has_avx512_bf16() && amx_usable();
+      return usable;
+    }
+  }
+  return false;
+}
+
+Isa best_isa() {
+  return cpu_runs(Isa::avx512) ? Isa::avx512 : cpu_runs(Isa::avx2) ? Isa::avx2 : Isa::x86_64;
+}
+
+const char* isa_name(Isa isa) {
+  return isa == Isa::avx512 ? "AVX-512" : isa == Isa::avx2 ? "AVX2" : "x86-64";
+}
+
+std::optional<Compute> Compute::with_kernels(GemmKernels kernels) {
+  if (!cpu_runs(kernels)) return std::nullopt;
+  Compute c;
+  c.kernels = kernels;
+  c.isa = kernels == GemmKernels::avx2 ? Isa::avx2
+          : kernels == GemmKernels::openblas ? best_isa()
+                                             : Isa::avx512;
+  return c;
+}
+
+static Compute fastest() {
+  for (GemmKernels k : {GemmKernels::amx, GemmKernels::avx512, GemmKernels::avx2})
+    if (auto c = Compute::with_kernels(k)) return *c;
+  return *Compute::with_kernels(GemmKernels::openblas);
+}
+
+// MINIVIT_GEMM's kernels, nullopt for auto or unset; `known` false for a word it does not know.
+static std::optional<GemmKernels> kernels_asked(const char* env, bool& known) {
+  known = true;
+  if (!env || !*env || strcasecmp(env, "auto") == 0) return std::nullopt;
+  if (strcasecmp(env, "openblas") == 0) return GemmKernels::openblas;
+  if (strcasecmp(env, "avx2") == 0) return GemmKernels::avx2;
+  if (strcasecmp(env, "avx512") == 0) return GemmKernels::avx512;
+  if (strcasecmp(env, "amx") == 0) return GemmKernels::amx;
+  known = false;
+  return std::nullopt;
+}
+
+Compute Compute::automatic() {
+  bool known;
+  if (auto asked = kernels_asked(std::getenv("MINIVIT_GEMM"), known))
+    if (auto c = with_kernels(*asked)) return *c;
+  return fastest();
+}
+
+std::string Compute::environment_note() {
+  const char* env = std::getenv("MINIVIT_GEMM");
+  bool known;
+  const auto asked = kernels_asked(env, known);
+  if (known && (!asked || cpu_runs(*asked))) return "";
+  const char* why = !known ? "expected auto, openblas, avx2, avx512 or amx"
+                    : *asked == GemmKernels::amx ? "this CPU has no AMX tiles usable here"
+                    : *asked == GemmKernels::avx512 ? "this CPU has no AVX-512"
+                                                    : "this CPU has no AVX2 and FMA";
+  return std::string("minivit: MINIVIT_GEMM=") + env + ": " + why + "; using " +
+         fastest().kernels_name();
+}
+
+bool Compute::bf16_products() const {
+  return kernels == GemmKernels::amx || (kernels == GemmKernels::avx512 && cpu_has_avx512_bf16());
+}
+
+Precision Compute::effective_precision(Precision asked) const {
+  return asked == Precision::bf16 && !bf16_products() ? Precision::fp32 : asked;
+}
+
+std::string Compute::precision_note(Precision asked) const {
+  if (effective_precision(asked) == asked) return "";
+  const std::string why = cpu_has_avx512_bf16()
+                              ? "the products run on " + kernels_name() + " (MINIVIT_GEMM)"
+                              : std::string("this CPU has no AVX512_BF16 (Zen 4, Sapphire "
+                                            "Rapids and later have it)");
+  return "note: train.precision = \"bf16\": " + why + "; the blocks' products run in fp32";
+}
+
+std::string Compute::kernels_name() const {
+  if (kernels == GemmKernels::avx2) return "minivit AVX2";
+  if (kernels == GemmKernels::avx512) return "minivit AVX-512";
+  if (kernels == GemmKernels::amx) return "minivit AVX-512 + AMX";
+  return std::string("OpenBLAS ") + openblas_get_corename();
+}
+
+std::string Compute::describe() const {
+  return std::string(isa_name(isa)) + " layers, " + kernels_name() + " products";
+}
+
+ThreadsScope::ThreadsScope(int threads) : saved_(omp_get_max_threads()) {
+  if (threads > 0) omp_set_num_threads(threads);
+}
+
+ThreadsScope::~ThreadsScope() { omp_set_num_threads(saved_); }
+
+}  // namespace minivit

@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Checks that a minivit binary runs on any x86-64 CPU until it chooses a level: every
+function holding an instruction beyond the x86-64 baseline (AVX, AVX2, FMA, AVX-512, BMI,
+LZCNT, MOVBE) must belong to a level compiled for it, namespace isa_avx2 or isa_avx512
+(kernels/isa.h). An inline function or template compiled into a level but shared with the
+baseline would be merged by the linker, and the merged copy could be the leveled one; this
+finds it.
+usage: check_isa_confined.py BINARY"""
+import re
+import subprocess
+import sys
+
+BEYOND_BASELINE = re.compile(
+    r"^(v\w+|k\w+|andn|bextr|blsi|blsmsk|blsr|bzhi|mulx|pdep|pext|rorx|sarx|shlx|shrx|"
+    r"lzcnt|tzcnt|movbe)$")
+LEVELED = ("isa_avx2::", "isa_avx512::")
+
+
+def main():
+    binary = sys.argv[1]
+    listing = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", binary],
+                             check=True, capture_output=True, text=True).stdout
+    function, leaks, leveled, seen = None, {}, 0, 0
+    for line in listing.splitlines():
+        header = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
+        if header:
+            function = header.group(1)
+            seen += 1
+            continue
+        parts = line.split("\t")
+        if function is None or len(parts) < 2 or not parts[0].strip().endswith(":"):
+            continue
+        mnemonic = parts[1].split()[0] if parts[1].split() else ""
+        if not BEYOND_BASELINE.match(mnemonic):
+            continue
+        if any(level in function for level in LEVELED):
+            leveled += 1
+        else:
+            leaks.setdefault(function, mnemonic)
+    if seen == 0:
+        sys.exit("no functions found in %s" % binary)
+    if leaks:
+        for function, mnemonic in sorted(leaks.items())[:40]:
+            print("beyond x86-64 outside a level: %s (%s)" % (function, mnemonic))
+        sys.exit("%d functions of %s would stop an older CPU" % (len(leaks), binary))
+    if leveled == 0:
+        sys.exit("no leveled code found in %s: is it a portable build?" % binary)
+    print("%s: %d functions; the %d instructions beyond x86-64 all lie in isa_avx2 or "
+          "isa_avx512 functions" % (binary, seen, leveled))
+
+
+main()
