@@ -1,8 +1,12 @@
 // The command line's table: each command's options and help, one function per command.
 #include "minivit/cli/command_line.h"
 
+#include <cstdio>
+#include <string>
+
 #include "minivit/core/config.h"
 #include "minivit/core/error.h"
+#include "minivit/kernels/compute.h"
 
 namespace minivit {
 
@@ -68,6 +72,10 @@ std::string CommandLine::command() const {
 int CommandLine::run() const {
   const std::string name = command();
   for (const CLI::App* chosen : app_.get_subcommands()) check_one_stdin(*chosen);
+  // A MINIVIT_GEMM that cannot be followed; train and bench say it among their first lines.
+  if (name == "eval" || name == "attention" || name == "predict")
+    if (const std::string note = Compute::environment_note(); !note.empty())
+      std::fprintf(stderr, "%s\n", note.c_str());
   if (name == "train") return run_train(train);
   if (name == "eval") return run_eval(eval);
   if (name == "attention") return run_attention(attention);
