@@ -3,7 +3,9 @@
 # links, and the Fashion-MNIST dataset. With --reference it also installs what the test suite
 # needs beyond that: PyTorch (Debian's python3-torch), the independent reference
 # implementation, Chromium with python3-websocket, which drive the attention explorer
-# page in a real browser, and qemu-user, which runs a portable build as older CPUs would.
+# page in a real browser, qemu-user, which runs the program as older CPUs would, and
+# pkg-config, dpkg-dev and file, with which the tests build against an installed minivit and
+# pack and unpack its .deb.
 # With --fuzz it adds clang 14 and its runtime libraries (libFuzzer, the sanitizers, OpenMP),
 # which scripts/fuzz.sh builds the fuzz targets with. With --mpi it adds Open MPI (the
 # library and mpirun), for a build with -DMINIVIT_MPI=ON and its tests (which also use
@@ -18,7 +20,8 @@ packages=(build-essential cmake
           dataset-fashion-mnist)
 for flag in "$@"; do
   case "$flag" in
-    --reference) packages+=(python3 python3-numpy python3-torch chromium python3-websocket qemu-user) ;;
+    --reference) packages+=(python3 python3-numpy python3-torch chromium python3-websocket qemu-user
+                            pkg-config dpkg-dev file) ;;
     --fuzz) packages+=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14) ;;
     --mpi) packages+=(libopenmpi-dev openmpi-bin python3) ;;
     --cifar10) command -v npm > /dev/null || packages+=(npm) ;;  # some Node.js packages bring their own

@@ -1,62 +1,73 @@
-// `minivit predict`: class probabilities for image files, through the same preprocessing
-// as `attention --image` (image_io.h) and the same normalisation as training.
+// `minivit predict`: class probabilities for image files, through the C API (minivit.h) that
+// other programs use, after the same preprocessing as `attention --image` (image_io.h) and
+// the same normalisation as training.
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 
+#include "minivit.h"
+#include "minivit/api/handle.h"
 #include "minivit/cli/commands.h"
 #include "minivit/core/error.h"
 #include "minivit/core/fileio.h"
-#include "minivit/data/dataset.h"
 #include "minivit/data/image_io.h"
-#include "minivit/formats/checkpoint.h"
 #include "minivit/kernels/threads.h"
 #include "minivit/model/predict.h"
-#include "minivit/train/evaluate.h"
 
 namespace minivit {
+
+namespace {
+
+// The API's status as the CLI's exception: its message names the file and what is wrong.
+void check(minivit_model* model, minivit_status status) {
+  if (status != MINIVIT_OK) throw Error(minivit_last_error(model));
+}
+
+}  // namespace
 
 int run_predict(const PredictOptions& opt) {
   if (opt.images.empty()) throw Error("no images: give one or more IMAGE files after the options");
   if (opt.topk < 1) throw Error("--topk " + std::to_string(opt.topk) + ": expected 1 or more");
-  Checkpoint ckpt = load_checkpoint(opt.checkpoint);
-  const Config& config = ckpt.config;
-  const ModelConfig& m = config.model;
-  set_num_threads(opt.threads >= 0 ? opt.threads : config.train.threads);
+  const std::unique_ptr<minivit_model, decltype(&minivit_free)> model(minivit_create(),
+                                                                      &minivit_free);
+  if (!model) throw Error("out of memory");
+  check(model.get(), minivit_load_file(model.get(), opt.checkpoint.c_str()));
+  minivit_description d;
+  check(model.get(), minivit_describe(model.get(), &d));
+  const std::vector<float> mean(d.mean, d.mean + d.channels), std(d.std, d.std + d.channels);
+  const int threads = set_num_threads(opt.threads >= 0 ? opt.threads
+                                                     : loaded_config(model.get()).train.threads);
+  check(model.get(), minivit_set_threads(model.get(), threads));
 
   // Every file is read before any is classified, so a bad one fails the command before it
   // prints a partial answer.
-  const size_t image_len = size_t(m.channels) * size_t(m.image_size) * size_t(m.image_size);
+  const size_t image_len = size_t(d.channels) * size_t(d.image_size) * size_t(d.image_size);
   std::vector<float> inputs;
   inputs.reserve(opt.images.size() * image_len);
   for (const std::string& path : opt.images) {
-    const LoadedImage img = load_image_file(path, m.channels, m.image_size);
-    const std::vector<float> x = normalise_image(img.pixels, config.data.mean, config.data.std);
+    const LoadedImage img = load_image_file(path, d.channels, d.image_size);
+    const std::vector<float> x = normalise_image(img.pixels, mean, std);
     inputs.insert(inputs.end(), x.begin(), x.end());
   }
+  const int n = int(opt.images.size()), K = d.classes;
+  std::vector<float> probs(size_t(n) * size_t(K));
+  check(model.get(), minivit_predict(model.get(), inputs.data(), n, probs.data()));
 
-  const int n = int(opt.images.size());
-  const int max_batch = eval_batch_size(n);
-  Activations acts(m, max_batch, false);
-  const int k = std::min(opt.topk, m.num_classes);
-  const std::vector<std::string> class_names = class_names_for(ckpt.class_names, m.num_classes);
+  const int k = std::min(opt.topk, K);
   nlohmann::json predictions = nlohmann::json::array();
-  for (int start = 0; start < n; start += max_batch) {
-    const int B = std::min(max_batch, n - start);
-    vit_forward(*ckpt.model, acts, inputs.data() + size_t(start) * image_len, B, false, 0);
-    for (int b = 0; b < B; ++b) {
-      const std::vector<double> probs =
-          class_probabilities(acts.logits + size_t(b) * size_t(m.num_classes), m.num_classes);
-      const std::string& image = opt.images[size_t(start + b)];
-      std::printf("%s%s\n", start + b ? "\n" : "", image.c_str());
-      nlohmann::json top = nlohmann::json::array();
-      for (const ClassScore& s : top_classes(probs, k)) {
-        const std::string& name = class_names[size_t(s.index)];
-        std::printf("  %.4f  %s\n", s.probability, name.c_str());
-        top.push_back({{"class", name}, {"index", s.index}, {"probability", s.probability}});
-      }
-      predictions.push_back({{"image", image}, {"top", std::move(top)}});
+  for (int i = 0; i < n; ++i) {
+    const std::vector<double> p(probs.begin() + size_t(i) * K, probs.begin() + size_t(i + 1) * K);
+    const std::string& image = opt.images[size_t(i)];
+    std::printf("%s%s\n", i ? "\n" : "", image.c_str());
+    nlohmann::json top = nlohmann::json::array();
+    for (const ClassScore& s : top_classes(p, k)) {
+      const char* name = nullptr;
+      check(model.get(), minivit_class_name(model.get(), s.index, &name));
+      std::printf("  %.4f  %s\n", s.probability, name);
+      top.push_back({{"class", name}, {"index", s.index}, {"probability", s.probability}});
     }
+    predictions.push_back({{"image", image}, {"top", std::move(top)}});
   }
   if (!opt.json_path.empty()) {
     const nlohmann::json report = {{"checkpoint", opt.checkpoint}, {"predictions", std::move(predictions)}};
