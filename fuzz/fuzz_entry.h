@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "minivit.h"
 #include "minivit/core/error.h"
 #include "minivit/data/cifar.h"
 #include "minivit/data/idx.h"
@@ -130,6 +131,36 @@ inline void run_checkpoint(std::string_view input) {
   if (!ckpt.model) invariant_broken("checkpoint accepted without a model");
 }
 
+// The same input through the C API's minivit_load_memory, as a program linking the library
+// would hand it a buffer: a checkpoint it accepts must describe itself and predict an image;
+// one it rejects must say so with MINIVIT_ERROR_LOAD and a message, never another status.
+inline void run_api_load(std::string_view input) {
+  const std::string file = checkpoint_file_of(input);
+  struct Handle {
+    minivit_model* model = minivit_create();
+    ~Handle() { minivit_free(model); }
+  } h;
+  if (!h.model) invariant_broken("minivit_create returned NULL");
+  const auto failed = [&](const char* call, minivit_status status) {
+    invariant_broken(std::string(call) + ": status " + std::to_string(int(status)) + ": " +
+                     minivit_last_error(h.model));
+  };
+  const minivit_status status = minivit_load_memory(h.model, file.data(), file.size());
+  if (status == MINIVIT_ERROR_LOAD) {
+    if (!*minivit_last_error(h.model)) invariant_broken("a rejected buffer without a message");
+    throw minivit::Error(minivit_last_error(h.model));
+  }
+  if (status != MINIVIT_OK) failed("minivit_load_memory", status);
+  minivit_description d;
+  if (const minivit_status s = minivit_describe(h.model, &d); s != MINIVIT_OK)
+    failed("minivit_describe", s);
+  std::vector<float> image(size_t(d.channels) * size_t(d.image_size) * size_t(d.image_size));
+  std::vector<float> probs(static_cast<size_t>(d.classes));
+  if (const minivit_status s = minivit_predict(h.model, image.data(), 1, probs.data());
+      s != MINIVIT_OK)
+    failed("minivit_predict", s);
+}
+
 // The TOML text, then after each NUL byte one `--set` override. A config that loads must
 // survive the trip through config_to_toml unchanged, as the run directory's config.toml
 // relies on it.
@@ -210,6 +241,7 @@ inline constexpr Target kTargets[] = {
     {"idx", run_idx},
     {"safetensors", run_safetensors},
     {"checkpoint", run_checkpoint},
+    {"api_load", run_api_load},
     {"config", run_config},
     {"cifar", run_cifar},
 };
