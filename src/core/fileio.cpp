@@ -18,7 +18,7 @@ namespace minivit {
 
 namespace fs = std::filesystem;
 
-static void fsync_dir_of(const std::string& path) {
+void sync_parent_directory(const std::string& path) {
   fs::path dir = fs::path(path).parent_path();
   if (dir.empty()) dir = ".";
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
@@ -85,7 +85,7 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     ::unlink(tmp.c_str());
     throw Error(path + ": rename failed (" + std::strerror(e) + ")");
   }
-  fsync_dir_of(path);
+  sync_parent_directory(path);
 }
 
 InputFile::InputFile(const std::string& path)

@@ -71,6 +71,10 @@ std::string read_file(const std::string& path, uint64_t stream_cap = kStreamCapB
 // which remove_stale_temporaries recognises.
 std::string temporary_name(const std::string& path);
 
+// Flushes the directory that holds `path` (fsync), so that a file or tree renamed into it
+// stays there through a crash.
+void sync_parent_directory(const std::string& path);
+
 // Creates `dir` (and parents) if needed and checks that it is writable.
 void ensure_writable_dir(const std::string& dir);
 
