@@ -1,0 +1,87 @@
+#pragma once
+// What `minivit bench` measures, at a config's shapes on synthetic data (no dataset needed):
+// training and evaluation throughput with the FLOP rate against the sgemm rate measured in
+// the same run, so that figures of different machines compare as ratios; the rate of steps
+// over every patch; and the latency of one image on one thread. The command prints them.
+#include <cstdint>
+#include <vector>
+
+#include "minivit/core/config.h"
+#include "minivit/kernels/compute.h"
+#include "minivit/model/activations.h"
+#include "minivit/model/optimizer.h"
+#include "minivit/model/vit.h"
+
+namespace minivit {
+
+// How many timed steps (and batches) follow how many untimed ones.
+struct BenchSteps {
+  int steps = 50;
+  int warmup = 5;
+};
+
+// Single-image latency, as an embedded user meets it: batch 1 on one thread, each forward
+// timed on its own. The images cycle through a set of different ones, so the figure is not
+// that of one input held in cache.
+struct Latency {
+  double median_ms = 0.0, p99_ms = 0.0;
+};
+
+// The model, its run state and one synthetic batch at a config's shapes.
+struct BenchSetup {
+  Config config;
+  ModelConfig mc;
+  int B, K;
+  int64_t image_len;
+  ViT model;
+  Optimizer optimizer;
+  Activations acts;
+  std::vector<float> images, targets;  // (B, C*H*W), (B, K)
+  std::vector<int32_t> labels;         // (B)
+
+  explicit BenchSetup(const Config& c);
+  void train_steps(int n, int64_t first);  // n steps, dropout keyed from step `first` on
+  // The steps of train.unmasked_epochs: every patch through the blocks, switched as the
+  // trainer switches (the activations hold every token either way).
+  void train_on_every_patch(bool every_patch);
+  // An evaluation batch goes through the model in the chunks evaluate() uses.
+  void eval_batch();
+};
+
+struct Throughput {
+  double train_s = 0.0, eval_s = 0.0;  // for BenchSteps::steps steps and batches
+  double train_ips = 0.0, eval_ips = 0.0, train_gflops = 0.0, eval_gflops = 0.0;
+  double sgemm = 0.0;  // GFLOP/s on the model's largest product, same threads
+  double train_percent = 0.0, eval_percent = 0.0;  // of the sgemm rate
+  double attention_share = 0.0;  // of the training time
+  // The step's phases, as shares of the training time (train_step.h); clearing and update
+  // run on one thread, so their share is the step's serial part.
+  double clear_share = 0.0, forward_share = 0.0, backward_share = 0.0, update_share = 0.0;
+  double serial_share() const { return clear_share + update_share; }
+};
+
+// With train.unmasked_epochs the run ends on steps over every patch, several times dearer
+// than the dropped-patch ones measure_throughput() times: their rate on its own, so the
+// length of the whole run can be judged before it starts.
+struct EveryPatchRate {
+  double ips = 0.0, gflops = 0.0, percent = 0.0, ms_per_step = 0.0;
+};
+
+// GFLOP/s of one product (M, K) x (K, N) on `kernels` and the pool's threads, over half a
+// second: the model's largest product is the yardstick of the rates above.
+double measure_sgemm_gflops(int M, int N, int K, GemmKernels kernels);
+
+// Training steps and evaluation batches on the thread pool as it is set, and the sgemm rate
+// on the same threads.
+Throughput measure_throughput(BenchSetup& s, const BenchSteps& opt);
+
+EveryPatchRate measure_every_patch_rate(BenchSetup& s, const BenchSteps& opt,
+                                        double sgemm_gflops);
+
+// Over `images` forwards on one thread (the Compute's own count, the pool left as it was).
+Latency measure_latency_on_one_thread(const ViT& model, const Compute& compute, int images);
+
+// 1, 2, 4, ... threads up to the machine's cores, and the core count itself.
+std::vector<int> sweep_thread_counts();
+
+}  // namespace minivit

@@ -1,0 +1,169 @@
+#include "minivit/train/benchmark.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "minivit/core/rng.h"
+#include "minivit/kernels/gemm.h"
+#include "minivit/kernels/threads.h"
+#include "minivit/model/train_step.h"
+#include "minivit/nn/cross_entropy.h"
+#include "minivit/train/evaluate.h"
+
+namespace minivit {
+
+using Clock = std::chrono::steady_clock;
+
+static double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// sgemm rate of this machine with this thread count, on the model's largest product
+// (the batch folded into rows times the qkv projection).
+double measure_sgemm_gflops(int M, int N, int K, GemmKernels kernels) {
+  const Products fp32{kernels, Precision::fp32};
+  std::vector<float> A(size_t(M) * K), B(size_t(N) * K), C(size_t(M) * N);
+  for (size_t i = 0; i < A.size(); ++i) A[i] = rng_uniform(1, i) - 0.5f;
+  for (size_t i = 0; i < B.size(); ++i) B[i] = rng_uniform(2, i) - 0.5f;
+  gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), N, fp32);  // warm-up
+  int reps = 0;
+  const auto t0 = Clock::now();
+  do {
+    gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), N, fp32);
+    ++reps;
+  } while (seconds_since(t0) < 0.5);
+  return 2.0 * M * N * K * reps / seconds_since(t0) / 1e9;
+}
+
+
+static constexpr int kLatencyImageSet = 64;  // distinct synthetic images cycled through
+static constexpr int kLatencyWarmup = 100;   // untimed forwards first
+
+static Latency measure_latency(const ViT& model, const Compute& compute, int n) {
+  const ModelConfig& mc = model.config;
+  const int64_t image_len = int64_t(mc.channels) * mc.image_size * mc.image_size;
+  std::vector<float> images(size_t(kLatencyImageSet * image_len));
+  for (size_t i = 0; i < images.size(); ++i) images[i] = float(rng_normal(5, i));
+  Activations acts(mc, 1, false);
+  acts.compute = compute;
+  auto forward = [&](int i) {
+    vit_forward(model, acts, images.data() + (i % kLatencyImageSet) * image_len, 1, false, 0);
+  };
+  for (int i = 0; i < kLatencyWarmup; ++i) forward(i);
+  std::vector<double> ms(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = Clock::now();
+    forward(i);
+    ms[size_t(i)] = 1e3 * seconds_since(t0);
+  }
+  std::sort(ms.begin(), ms.end());
+  Latency result;
+  result.median_ms = n % 2 ? ms[size_t(n / 2)] : 0.5 * (ms[size_t(n / 2 - 1)] + ms[size_t(n / 2)]);
+  // The 99th percentile by nearest rank: the ceil(0.99 n)-th smallest time.
+  result.p99_ms = ms[size_t((99 * int64_t(n) + 99) / 100 - 1)];
+  return result;
+}
+
+
+
+// Seconds of opt.steps training steps after opt.warmup untimed ones; `profile`, if given,
+// splits the timed ones into their phases.
+static double time_train_steps(BenchSetup& s, const BenchSteps& opt,
+                               StepProfile* profile = nullptr) {
+  s.train_steps(opt.warmup, 0);
+  s.acts.profile = profile;
+  const auto t0 = Clock::now();
+  s.train_steps(opt.steps, opt.warmup);
+  const double seconds = seconds_since(t0);
+  s.acts.profile = nullptr;
+  return seconds;
+}
+
+// Training steps and evaluation batches on the thread pool as it is set, each after
+// opt.warmup untimed ones, and the sgemm rate on the same threads.
+Throughput measure_throughput(BenchSetup& s, const BenchSteps& opt) {
+  Throughput t;
+  StepProfile profile;
+  t.train_s = time_train_steps(s, opt, &profile);
+  t.attention_share = profile.attention_seconds / t.train_s;
+  t.clear_share = profile.clear_seconds / t.train_s;
+  t.forward_share = profile.forward_seconds / t.train_s;
+  t.backward_share = profile.backward_seconds / t.train_s;
+  t.update_share = profile.update_seconds / t.train_s;
+
+  for (int i = 0; i < opt.warmup; ++i) s.eval_batch();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < opt.steps; ++i) s.eval_batch();
+  t.eval_s = seconds_since(t0);
+
+  t.sgemm = measure_sgemm_gflops(s.B * s.mc.tokens(), 3 * s.mc.dim, s.mc.dim, s.acts.compute.kernels);
+  t.train_ips = double(opt.steps) * s.B / t.train_s;
+  t.eval_ips = double(opt.steps) * s.B / t.eval_s;
+  t.train_gflops = t.train_ips * vit_train_flops(s.mc) / 1e9;
+  t.eval_gflops = t.eval_ips * vit_forward_flops(s.mc) / 1e9;
+  t.train_percent = 100 * t.train_gflops / t.sgemm;
+  t.eval_percent = 100 * t.eval_gflops / t.sgemm;
+  return t;
+}
+
+
+EveryPatchRate measure_every_patch_rate(BenchSetup& s, const BenchSteps& opt,
+                                               double sgemm_gflops) {
+  s.train_on_every_patch(true);
+  const double seconds = time_train_steps(s, opt);
+  EveryPatchRate r;
+  r.ips = double(opt.steps) * s.B / seconds;
+  r.gflops = r.ips * vit_train_flops(s.model.config) / 1e9;  // the work of every patch
+  s.train_on_every_patch(false);
+  r.percent = 100 * r.gflops / sgemm_gflops;
+  r.ms_per_step = 1e3 * seconds / opt.steps;
+  return r;
+}
+
+// Latency on one thread: the passes' Compute says so, and the caller's pool is left as it was.
+Latency measure_latency_on_one_thread(const ViT& model, const Compute& compute,
+                                             int images) {
+  Compute one_thread = compute;
+  one_thread.threads = 1;
+  return measure_latency(model, one_thread, images);
+}
+
+BenchSetup::BenchSetup(const Config& c)
+    : config(c), mc(c.model), B(c.train.batch_size), K(c.model.num_classes),
+      image_len(int64_t(mc.channels) * mc.image_size * mc.image_size), model(mc),
+      optimizer(c.optim, model.num_params), acts(mc, B, true),
+      images(size_t(B * image_len)), targets(size_t(B) * K), labels(static_cast<size_t>(B)) {
+  model.init(c.train.seed);
+  acts.block_products = c.train.precision;
+  for (size_t i = 0; i < images.size(); ++i) images[i] = float(rng_normal(3, i));
+  for (int b = 0; b < B; ++b) labels[size_t(b)] = int32_t(rng_u64(4, uint64_t(b)) % uint64_t(K));
+  make_targets(targets.data(), labels.data(), B, K, c.optim.label_smoothing);
+}
+
+void BenchSetup::train_steps(int n, int64_t first) {
+  for (int s = 0; s < n; ++s)
+    train_step(model, acts, optimizer, images.data(), targets.data(), labels.data(), B,
+               config.optim.lr * 0.01f, config.optim.clip_grad_norm,
+               rng_key(config.train.seed, kRngDropout, uint64_t(first + s)));
+}
+
+void BenchSetup::train_on_every_patch(bool every_patch) {
+  model.config.patch_drop = every_patch ? 0.0f : mc.patch_drop;
+}
+
+void BenchSetup::eval_batch() {
+  const int chunk = eval_batch_size(acts.max_batch);
+  for (int start = 0; start < B; start += chunk)
+    vit_forward(model, acts, images.data() + start * image_len, std::min(chunk, B - start),
+                false, 0);
+}
+
+std::vector<int> sweep_thread_counts() {
+  const int cores = max_work_blocks();
+  std::vector<int> counts;
+  for (int t = 1; t < cores; t *= 2) counts.push_back(t);
+  counts.push_back(cores);
+  return counts;
+}
+
+}  // namespace minivit
