@@ -3,7 +3,7 @@
 # among it (label cpu); then builds the program alone with MPI (build-mpi, -DMINIVIT_MPI=ON)
 # and runs the multi-process tests, labelled mpi (set MINIVIT_MPI=0 to skip them); then
 # builds it again with AddressSanitizer and UndefinedBehaviorSanitizer and runs the suite once
-# more but the cpu checks (set MINIVIT_SANITIZE=0 to skip that pass); last, builds the libFuzzer targets with clang and fuzzes each file reader for
+# more but the cpu and api checks (set MINIVIT_SANITIZE=0 to skip that pass); last, builds the libFuzzer targets with clang and fuzzes each file reader for
 # MINIVIT_FUZZ_SECONDS (default 10) through scripts/fuzz.sh (set MINIVIT_FUZZ=0 to skip it).
 # Installs missing Debian packages first, including PyTorch for the reference-implementation
 # tests and Open MPI (and clang, by scripts/fuzz.sh).
@@ -29,9 +29,10 @@ if [[ "${MINIVIT_SANITIZE:-1}" != 0 ]]; then
     -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
   cmake --build build-asan -j "$jobs"
   # The PyTorch comparisons check numerics, which the plain build already did; the cpu
-  # checks run the plain build's program under qemu, which the sanitizers' runtime does not
-  # take to.
-  ctest --test-dir build-asan --output-on-failure -j "$jobs" -E '^reference\.' -LE cpu
+  # checks run the program under qemu and the api ones load the library into programs built
+  # without the sanitizers, neither of which the sanitizers' runtime takes to.
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" -E '^reference\.' -LE 'cpu|api'
+
 fi
 if [[ "${MINIVIT_FUZZ:-1}" != 0 ]]; then
   # A short pass: the fuzz build keeps compiling, and each reader meets fresh inputs beyond the
