@@ -22,21 +22,58 @@ static bool amx_usable() {
   return tile && bf16 && syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
 }
 
-// libgcc's checks include the operating system's support for the wider registers.
+namespace {
+
+// What cpuid reports, with the operating system's leave (XCR0) to use the AVX and AVX-512
+// registers, read once: a property of the machine.
+struct CpuLevels {
+  bool avx2 = false, avx512 = false, avx512_bf16 = false;
+};
+
+bool bit(unsigned reg, int n) { return (reg >> n) & 1u; }
+
+CpuLevels read_cpu_levels() {
+  CpuLevels levels;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return levels;
+  const bool fma = bit(c, 12), movbe = bit(c, 22), osxsave = bit(c, 27), avx = bit(c, 28),
+             f16c = bit(c, 29);
+  if (!osxsave || !avx) return levels;
+  unsigned xcr0_low, xcr0_high;
+  __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  const bool ymm_state = (xcr0_low & 0x6u) == 0x6u, zmm_state = (xcr0_low & 0xe0u) == 0xe0u;
+  unsigned a7 = 0, b7 = 0, c7 = 0, d7 = 0, a71 = 0, b71 = 0, c71 = 0, d71 = 0;
+  __get_cpuid_count(7, 0, &a7, &b7, &c7, &d7);
+  __get_cpuid_count(7, 1, &a71, &b71, &c71, &d71);
+  unsigned ax = 0, bx = 0, cx = 0, dx = 0;
+  __get_cpuid(0x80000001u, &ax, &bx, &cx, &dx);
+  const bool lzcnt = bit(cx, 5);
+  // x86-64-v3 and x86-64-v4, the levels' -march (kernels/isa.h).
+  levels.avx2 = ymm_state && fma && movbe && f16c && lzcnt && bit(b7, 3) /* BMI1 */ &&
+                bit(b7, 5) /* AVX2 */ && bit(b7, 8) /* BMI2 */;
+  levels.avx512 = levels.avx2 && zmm_state && bit(b7, 16) /* F */ && bit(b7, 17) /* DQ */ &&
+                  bit(b7, 28) /* CD */ && bit(b7, 30) /* BW */ && bit(b7, 31) /* VL */;
+  levels.avx512_bf16 = levels.avx512 && bit(a71, 5);
+  return levels;
+}
+
+const CpuLevels& cpu_levels() {
+  static const CpuLevels levels = read_cpu_levels();
+  return levels;
+}
+
+}  // namespace
+
 bool cpu_runs(Isa isa) {
-  __builtin_cpu_init();
   switch (isa) {
     case Isa::x86_64: return true;
-    case Isa::avx2: return __builtin_cpu_supports("x86-64-v3");
-    case Isa::avx512: return __builtin_cpu_supports("x86-64-v4");
+    case Isa::avx2: return cpu_levels().avx2;
+    case Isa::avx512: return cpu_levels().avx512;
   }
   return false;
 }
 
-bool cpu_has_avx512_bf16() {
-  __builtin_cpu_init();
-  return cpu_runs(Isa::avx512) && __builtin_cpu_supports("avx512bf16");
-}
+bool cpu_has_avx512_bf16() { return cpu_levels().avx512_bf16; }
 
 bool cpu_runs(GemmKernels kernels) {
   switch (kernels) {
