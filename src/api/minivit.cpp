@@ -5,6 +5,8 @@
 
 #include "minivit/api/handle.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <exception>
@@ -22,6 +24,7 @@
 #include "minivit/inspect/attention_maps.h"
 #include "minivit/inspect/grad_rollout.h"
 #include "minivit/kernels/compute.h"
+#include "minivit/kernels/threads.h"
 #include "minivit/model/predict.h"
 #include "minivit/train/evaluate.h"
 
@@ -132,6 +135,7 @@ void predict_normalised(minivit_model& model, const float* images, int count, fl
     model.acts = std::make_unique<minivit::Activations>(m, batch, false);
   }
   model.acts->compute.threads = model.threads;
+  const minivit::DenormalsFlushed flushed(model.threads > 0 ? model.threads : omp_get_max_threads());
   const int K = m.num_classes;
   const int chunk = model.acts->max_batch;
   for (int start = 0; start < count; start += chunk) {
@@ -270,6 +274,7 @@ minivit_status minivit_attention(minivit_model* model, const float* image, float
     const minivit::Checkpoint& ckpt = loaded(*model);
     check_finite(image, image_floats(ckpt.config.model), "minivit_attention");
     minivit::ThreadsScope threads(model->threads);
+    const minivit::DenormalsFlushed flushed(minivit::num_threads());
     const minivit::AttentionMaps maps = minivit::collect_attention(*ckpt.model, image);
     if (attention) std::copy(maps.att.begin(), maps.att.end(), attention);
     if (rollout) {
@@ -292,6 +297,7 @@ minivit_status minivit_gradient_rollout(minivit_model* model, const float* image
                 "; expected -1 (the predicted class) or 0.." + std::to_string(K - 1));
     check_finite(image, image_floats(ckpt.config.model), "minivit_gradient_rollout");
     minivit::ThreadsScope threads(model->threads);
+    const minivit::DenormalsFlushed flushed(minivit::num_threads());
     const minivit::Explanation e = minivit::explain_class(*ckpt.model, image, class_index);
     std::copy(e.grad_rollout.begin(), e.grad_rollout.end(), rollout);
     if (explained) *explained = e.class_index;

@@ -3,6 +3,8 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
+
 #if defined(__SSE__)
 #include <xmmintrin.h>
 #endif
@@ -33,6 +35,36 @@ int set_num_threads(int threads) {
 }
 
 int num_threads() { return omp_get_max_threads(); }
+
+static unsigned control_word() {
+#if defined(__SSE__)
+  return _mm_getcsr();
+#else
+  return 0;
+#endif
+}
+
+static void set_control_word([[maybe_unused]] unsigned word) {
+#if defined(__SSE__)
+  _mm_setcsr(word);
+#endif
+}
+
+DenormalsFlushed::DenormalsFlushed(int threads)
+    : threads_(std::max(1, threads)), saved_(size_t(threads_)) {
+  // Thread 0 of a team is the caller; the others are the pool's, the same ones in every team
+  // of this size.
+#pragma omp parallel num_threads(threads_)
+  {
+    saved_[size_t(omp_get_thread_num())] = control_word();
+    flush_denormals_on_this_thread();
+  }
+}
+
+DenormalsFlushed::~DenormalsFlushed() {
+#pragma omp parallel num_threads(threads_)
+  set_control_word(saved_[size_t(omp_get_thread_num())]);
+}
 
 int max_work_blocks() {
   static const int cores = omp_get_num_procs();

@@ -2,6 +2,7 @@
 #include <omp.h>
 
 #include <cstdint>
+#include <vector>
 
 // The pool of OpenMP threads every parallel loop of minivit runs on, and how work is cut
 // for it: by the machine, never by the thread count, so that results do not depend on
@@ -13,6 +14,23 @@ namespace minivit {
 // Returns the number of threads in use.
 int set_num_threads(int threads);
 int num_threads();
+
+// Flushes denormal floats to zero on the calling thread and on the first `threads` threads of
+// its OpenMP pool for the life of the object, as set_num_threads does for a whole run, then
+// gives each thread its own setting back: the library's way, whose host program's
+// floating-point environment is the host's. A trained model's activations make denormals,
+// and each one takes the CPU's slow path (0.298 against 0.243 ms for one image).
+class DenormalsFlushed {
+ public:
+  explicit DenormalsFlushed(int threads);
+  ~DenormalsFlushed();
+  DenormalsFlushed(const DenormalsFlushed&) = delete;
+  DenormalsFlushed& operator=(const DenormalsFlushed&) = delete;
+
+ private:
+  int threads_;
+  std::vector<unsigned> saved_;  // (threads): each pool thread's control word; [0] the caller's
+};
 
 // Most blocks a product or a sum over rows is cut into: the machine's core count, whatever
 // the thread count, so the rounding (and a run's weights) does not depend on train.threads.
