@@ -11,7 +11,8 @@
  * is process-wide: each model handle holds its weights, its scratch, its thread count and its
  * last error. Calls on different handles may run at once on different threads. Calls on one
  * handle must not overlap, except minivit_describe, minivit_class_name and minivit_version,
- * which only read; a handle may move between threads between calls.
+ * which only read (and, when they succeed, leave the handle's last message as it was); a
+ * handle may move between threads between calls.
  *
  * Layouts (row-major, float32 unless said):
  *   images, normalised   (count, channels, size, size), as training normalised them:

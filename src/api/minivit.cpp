@@ -52,13 +52,15 @@ struct LoadError : Error {
   using Error::Error;
 };
 
-// Runs `body`, returning MINIVIT_OK, or the status and message of what it threw.
+// Runs `body`, returning MINIVIT_OK, or the status and message of what it threw. The calls
+// that only read (`reading`) leave the message alone when they succeed, so that they may run
+// at once on one handle.
 template <class Body>
-minivit_status guarded(minivit_model* model, Body&& body) {
+minivit_status guarded(minivit_model* model, Body&& body, bool reading = false) {
   if (!model) return MINIVIT_ERROR_ARGUMENT;
   try {
     body();
-    model->last_error.clear();
+    if (!reading) model->last_error.clear();
     return MINIVIT_OK;
   } catch (const ArgumentError& e) {
     model->last_error = e.what();
@@ -211,7 +213,7 @@ minivit_status minivit_describe(const minivit_model* model, minivit_description*
     out->patch_embed = model->patch_embed.c_str();
     out->mean = config.data.mean.data();
     out->std = config.data.std.data();
-  });
+  }, true);
 }
 
 minivit_status minivit_class_name(const minivit_model* model, int index, const char** name) {
@@ -222,7 +224,7 @@ minivit_status minivit_class_name(const minivit_model* model, int index, const c
     require(index >= 0 && index < K, "minivit_class_name: class " + std::to_string(index) +
                                          " is outside 0.." + std::to_string(K - 1));
     *name = model->class_names[size_t(index)].c_str();
-  });
+  }, true);
 }
 
 minivit_status minivit_set_threads(minivit_model* model, int threads) {

@@ -223,3 +223,24 @@ TEST_CASE("C API handles on different threads compute independently", "[api]") {
   }
   CHECK(std::string(minivit_version()) == "0.1.0");
 }
+
+TEST_CASE("C API calls that only read run at once on one handle", "[api]") {
+  const Trained t;
+  Handle h;
+  REQUIRE(minivit_load_file(h.model, t.run.ckpt.c_str()) == MINIVIT_OK);
+  const int K = t.ckpt.config.model.num_classes;
+  std::vector<int> failures(4, 0);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] {
+      for (int repeat = 0; repeat < 2000; ++repeat) {
+        minivit_description d;
+        const char* name = nullptr;
+        failures[size_t(i)] += minivit_describe(h.model, &d) != MINIVIT_OK || d.classes != K;
+        failures[size_t(i)] += minivit_class_name(h.model, repeat % K, &name) != MINIVIT_OK ||
+                               name == nullptr;
+      }
+    });
+  for (std::thread& thread : threads) thread.join();
+  CHECK(failures == std::vector<int>(4, 0));
+}
