@@ -40,32 +40,8 @@ fi
 minivit=$prefix/bin/minivit
 
 # A tiny trained model and six of its test images as PNG files.
-python3 "$src/tests/mpi/make_tiny_dataset.py" "$work/data" 256 64 16
-cat > "$work/tiny.toml" << TOML
-[model]
-image_size = 16
-channels = 1
-patch_size = 4
-dim = 32
-depth = 2
-heads = 2
-mlp_dim = 64
-num_classes = 4
-
-[data]
-format = "idx"
-path = "$work/data"
-mean = [0.3]
-std = [0.3]
-
-[optim]
-lr = 3e-3
-
-[train]
-epochs = 4
-batch_size = 32
-out_dir = "$work/run"
-TOML
+source "$src/tests/tiny_model.sh"
+tiny_model "$work" 4
 "$minivit" train --config "$work/tiny.toml" > /dev/null 2>&1 || fail "the installed minivit could not train"
 "$minivit" export --config "$work/tiny.toml" --split test --out "$work/png" > /dev/null 2>&1
 mapfile -t images < <(find "$work/png" -name '*.png' | sort | head -n 6)

@@ -24,41 +24,15 @@ fail() {
   exit 1
 }
 
-python3 "$here/../mpi/make_tiny_dataset.py" "$work/data" 256 64 16
-cat > "$work/tiny.toml" << TOML
-[model]
-image_size = 16
-channels = 1
-patch_size = 4
-dim = 32
-depth = 2
-heads = 2
-mlp_dim = 64
-num_classes = 4
-
-[data]
-format = "idx"
-path = "$work/data"
-mean = [0.3]
-std = [0.3]
-val_fraction = 0.25
-
-[optim]
-lr = 3e-3
-
-[train]
-epochs = 8
-batch_size = 32
-threads = 2
-out_dir = "$work/native"
-TOML
+source "$here/../tiny_model.sh"
+tiny_model "$work" 8 "threads = 2"
 
 # On this machine: a checkpoint, a few test images as PNG files, and the reference figures.
 "$minivit" train --config "$work/tiny.toml" > /dev/null 2>&1 || fail "native training failed"
 "$minivit" export --config "$work/tiny.toml" --split test --out "$work/png" > /dev/null 2>&1
 mapfile -t images < <(find "$work/png" -name '*.png' | sort | head -n 6)
 ((${#images[@]} == 6)) || fail "export wrote fewer than 6 images"
-ckpt=$work/native/last.safetensors
+ckpt=$work/run/last.safetensors
 "$minivit" predict --checkpoint "$ckpt" --json "$work/native_predict.json" "${images[@]}" > /dev/null
 "$minivit" eval --checkpoint "$ckpt" --json "$work/native_eval.json" > /dev/null
 
