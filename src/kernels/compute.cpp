@@ -168,10 +168,6 @@ std::string Compute::kernels_name() const {
   return std::string("OpenBLAS ") + openblas_get_corename();
 }
 
-std::string Compute::describe() const {
-  return std::string(isa_name(isa)) + " layers, " + kernels_name() + " products";
-}
-
 ThreadsScope::ThreadsScope(int threads) : saved_(omp_get_max_threads()) {
   if (threads > 0) omp_set_num_threads(threads);
 }

@@ -14,11 +14,8 @@ const char* blas_kernel_name() { return openblas_get_corename(); }
 // The kernel family OpenBLAS's sgemm is fastest with on this CPU, or nullptr where its own
 // detection has nothing better to miss.
 static const char* preferred_blas_kernels() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-    return "SkylakeX";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  if (cpu_runs(Isa::avx512)) return "SkylakeX";
+  if (cpu_runs(Isa::avx2)) return "Haswell";
   return nullptr;
 }
 

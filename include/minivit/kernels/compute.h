@@ -50,8 +50,6 @@ struct Compute {
   // "minivit AVX2", "minivit AVX-512", "minivit AVX-512 + AMX" or "OpenBLAS <its kernel
   // family>", for logs and the benchmark.
   std::string kernels_name() const;
-  // "AVX-512 layers, minivit AVX-512 products", for the logs' first line.
-  std::string describe() const;
 };
 
 // What one gemm call computes with: the kernels and the precision of the products.
