@@ -66,7 +66,7 @@ typedef struct minivit_description {
   int layers;      /* transformer blocks */
   int heads;
   int dim;
-  const char* pool;        /* "cls" or "mean": what the head reads */
+  const char* pool;        /* "cls", "mean" or "seq": what the head reads */
   const char* attention;   /* the score form: "scaled_dot", "dot", "additive", "cosine" */
   const char* patch_embed; /* "linear", "shifted" or "conv" */
   const float* mean;       /* (channels) the normalisation the model was trained with */

@@ -19,8 +19,10 @@ static std::string model_form(const ModelConfig& m) {
       m.has_cls_token() ? strprintf("%d tokens: CLS + %d patches", m.tokens(), m.patches())
                         : strprintf("%d tokens: the patches, no CLS token", m.tokens());
   const char* positions = m.pos_embed == PosEmbedKind::sincos2d ? " (fixed, not trained)" : "";
-  const char* head = m.has_cls_token() ? "the head reads the CLS token"
-                                       : "the head reads the mean of the tokens";
+  const char* head = m.pool == PoolKind::cls    ? "the head reads the CLS token"
+                     : m.pool == PoolKind::mean ? "the head reads the mean of the tokens"
+                                                : "the head reads the tokens weighted by "
+                                                  "learned scores (sequence pooling)";
   std::string embedding;
   if (m.patch_embed == PatchEmbedKind::shifted)
     embedding = " with their 4 diagonal shifts by half a patch";

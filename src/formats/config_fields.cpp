@@ -20,7 +20,7 @@ constexpr std::string_view kOptimizers[] = {"adamw", "sgd"};
 constexpr std::string_view kLrSchedules[] = {"cosine", "constant"};
 constexpr std::string_view kAttentionForms[] = {"scaled_dot", "dot", "additive", "cosine"};
 constexpr std::string_view kPosEmbeds[] = {"learned", "sincos2d", "none"};
-constexpr std::string_view kPools[] = {"cls", "mean"};
+constexpr std::string_view kPools[] = {"cls", "mean", "seq"};
 constexpr std::string_view kPatchEmbeds[] = {"linear", "shifted", "conv"};
 constexpr std::string_view kPrecisions[] = {"fp32", "bf16"};
 
@@ -67,7 +67,8 @@ std::vector<Field> fields_of(Config& c) {
       {"model", "pos_embed", &c.model.pos_embed,
        "position embedding: a trained table, a fixed 2-D sine-cosine one, or none"},
       {"model", "pool", &c.model.pool,
-       "what the head reads: a CLS token, or the mean of the patch tokens"},
+       "what the head reads: a CLS token, the mean of the patch tokens, or their weighted sum "
+       "by learned scores (sequence pooling)"},
       {"model", "patch_embed", &c.model.patch_embed,
        "what the patch embedding projects: patches, shifted patches, or a conv stem's output"},
       {"model", "stem_channels", &c.model.stem_channels,

@@ -239,7 +239,19 @@ constexpr SummaryTexts kMeanSummaryTexts = {
     "sums to 1",
     "mean-over-tokens attention per layer (rows) and head (columns)"};
 
+// Sequence pooling reads a learned weighting of the tokens; the maps still read the plain
+// mean of their rows, as with mean pooling, and say so.
+constexpr SummaryTexts kSeqSummaryTexts = [] {
+  SummaryTexts texts = kMeanSummaryTexts;
+  texts.readout =
+      "the mean of all tokens: there is no CLS token; the head reads the final states of the "
+      "patch tokens weighted by learned scores (model.pool = seq), and these maps read the "
+      "plain mean of the token rows";
+  return texts;
+}();
+
 static const SummaryTexts& summary_texts(PoolKind pool) {
+  if (pool == PoolKind::seq) return kSeqSummaryTexts;
   return pool == PoolKind::cls ? kClsSummaryTexts : kMeanSummaryTexts;
 }
 
@@ -261,7 +273,7 @@ nlohmann::ordered_json attention_summary(const SummaryInputs& in) {
                      {"probability", top5[0]["probability"]}, {"top5", top5}};
   j["input"] = in.source;
   j["layers"] = L, j["heads"] = H, j["tokens"] = T, j["grid"] = G;
-  j["pool"] = pool == PoolKind::cls ? "cls" : "mean";
+  j["pool"] = pool == PoolKind::cls ? "cls" : pool == PoolKind::mean ? "mean" : "seq";
   j["readout"] = texts.readout;
 
   j["entropy_over"] = texts.entropy_over;

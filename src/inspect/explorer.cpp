@@ -68,7 +68,7 @@ nlohmann::ordered_json explorer_data(const ExplorerPage& p) {
   j["heads"] = m.heads;
   j["tokens"] = m.tokens();
   j["cls"] = m.has_cls_token();
-  j["pool"] = m.pool == PoolKind::cls ? "cls" : "mean";
+  j["pool"] = m.pool == PoolKind::cls ? "cls" : m.pool == PoolKind::mean ? "mean" : "seq";
   j["attention_form"] = p.attention_form;
   j["attention"] = floats_base64(e.maps.att);
   j["rollout_defaults"] = {{"fusion", fusion_name(p.fusion)}, {"discard", p.discard}};

@@ -54,6 +54,8 @@ enum class Needs : uint8_t {
   stem_hidden,              // a stem stage before the last (the last writes patches)
   stem_hidden_in_training,  // the same, training
   stem_input_grad,          // training, a stem stage after the first
+  with_seq_pool,              // model.pool = seq
+  with_seq_pool_in_training,  // the same, training
 };
 
 // What the activations are built for.
@@ -112,11 +114,17 @@ const BufferSpec<Act> kModelBuffers[] = {
     {"pooled_norm", &Act::pooled_norm, {B, D, one, one}, always},
     {"pooled_mean", &Act::pooled_mean, {B, one, one, one}, always},
     {"pooled_rstd", &Act::pooled_rstd, {B, one, one, one}, always},
+    {"token_norm", &Act::token_norm, {B, T, D, one}, with_seq_pool},
+    {"token_mean", &Act::token_mean, {B, T, one, one}, with_seq_pool},
+    {"token_rstd", &Act::token_rstd, {B, T, one, one}, with_seq_pool},
+    {"pool_weights", &Act::pool_weights, {B, T, one, one}, with_seq_pool},
     {"logits", &Act::logits, {B, K, one, one}, always},
     {"probs", &Act::probs, {B, K, one, one}, always},
     {"dlogits", &Act::dlogits, {B, K, one, one}, in_training},
     {"dpooled_norm", &Act::dpooled_norm, {B, D, one, one}, in_training},
     {"dpooled", &Act::dpooled, {B, D, one, one}, in_training},
+    {"dtoken_norm", &Act::dtoken_norm, {B, T, D, one}, with_seq_pool_in_training},
+    {"pool_score_grads", &Act::pool_score_grads, {B, T, one, one}, with_seq_pool_in_training},
     {"dresid", &Act::dresid, {B, T, D, one}, in_training},
     {"dresid_mid", &Act::dresid_mid, {B, T, D, one}, in_training},
     {"dresid_in", &Act::dresid_in, {B, T, D, one}, in_training},
@@ -230,6 +238,10 @@ bool needed(Needs needs, const ModelConfig& c, Purpose purpose, int stage) {
       return training && hidden_stage;
     case stem_input_grad:
       return training && stage > 0;
+    case with_seq_pool:
+      return c.pool == PoolKind::seq;
+    case with_seq_pool_in_training:
+      return training && c.pool == PoolKind::seq;
   }
   return false;
 }

@@ -85,11 +85,13 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
     add_block(l, "mlp.fc2.weight", {D, M}, weight, true, &B::fc2_w);
     add_block(l, "mlp.fc2.bias", {D}, zeros, false, &B::fc2_b);
   }
-  // timm's `norm` on the CLS token, or `fc_norm` on the mean of the tokens: one LayerNorm
-  // before the head either way.
-  const std::string head_norm = c.has_cls_token() ? "norm" : "fc_norm";
+  // timm's `norm` on the CLS token, or `fc_norm` on the mean of the tokens; CCT's `norm` on
+  // every token before sequence pooling.
+  const std::string head_norm = c.pool == PoolKind::mean ? "fc_norm" : "norm";
   add(head_norm + ".weight", {D}, ones, false, &ViTParams::norm_w);
   add(head_norm + ".bias", {D}, zeros, false, &ViTParams::norm_b);
+  // CCT's attention_pool = Linear(D, 1), without the bias the softmax cancels.
+  if (c.pool == PoolKind::seq) add("attention_pool.weight", {1, D}, weight, true, &ViTParams::pool_w);
   add("head.weight", {K, D}, weight, true, &ViTParams::head_w);
   add("head.bias", {K}, zeros, false, &ViTParams::head_b);
   int64_t offset = 0;

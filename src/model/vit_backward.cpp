@@ -10,6 +10,7 @@
 #include "minivit/nn/layernorm.h"
 #include "minivit/nn/linear.h"
 #include "minivit/nn/mean_pool.h"
+#include "minivit/nn/seq_pool.h"
 #include "minivit/nn/patch_drop.h"
 #include "minivit/nn/patch_embed.h"
 #include "conv_stem.h"
@@ -173,22 +174,32 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   const float p_att = acts.forward_was_training ? c.attention_dropout : 0.0f;
   const float p_path = acts.forward_was_training ? c.drop_path : 0.0f;
 
-  // logits = head(LN(pooled)); pooled = the CLS row, or the mean over the tokens
+  // logits = head(LN(pooled)); pooled = the CLS row, or the mean over the tokens; or, with
+  // sequence pooling, logits = head(seq_pool(LN(tokens)))
   zero(acts.dpooled_norm, int64_t(B) * D);
   linear_backward(acts.dpooled_norm, g.head_w, g.head_b, acts.dlogits,
                   acts.pooled_norm, w.head_w, B, D, K, acts.ones, acts.products(false));
-  zero(acts.dpooled, int64_t(B) * D);
-  layernorm_backward(acts.dpooled, g.norm_w, g.norm_b, acts.dpooled_norm,
-                     acts.pooled, w.norm_w, acts.pooled_mean, acts.pooled_rstd, B,
-                     D, acts.layernorm_partials);
   float* d_out = acts.dresid;
   float* d_in = acts.dresid_in;
   zero(d_out, BTD);
-  if (c.has_cls_token())
-    for (int b = 0; b < B; ++b)
-      std::copy_n(acts.dpooled + int64_t(b) * D, D, d_out + int64_t(b) * T * D);
-  else
-    mean_pool_backward(d_out, acts.dpooled, B, T, D);
+  if (c.pool == PoolKind::seq) {
+    zero(acts.dtoken_norm, BTD);
+    seq_pool_backward(acts.dtoken_norm, g.pool_w, acts.dpooled_norm,
+                      acts.pool_weights, acts.token_norm, w.pool_w, B, T, D,
+                      acts.pool_score_grads);
+    layernorm_backward(d_out, g.norm_w, g.norm_b, acts.dtoken_norm, acts.x_final, w.norm_w,
+                       acts.token_mean, acts.token_rstd, B * T, D, acts.layernorm_partials);
+  } else {
+    zero(acts.dpooled, int64_t(B) * D);
+    layernorm_backward(acts.dpooled, g.norm_w, g.norm_b, acts.dpooled_norm,
+                       acts.pooled, w.norm_w, acts.pooled_mean, acts.pooled_rstd, B,
+                       D, acts.layernorm_partials);
+    if (c.has_cls_token())
+      for (int b = 0; b < B; ++b)
+        std::copy_n(acts.dpooled + int64_t(b) * D, D, d_out + int64_t(b) * T * D);
+    else
+      mean_pool_backward(d_out, acts.dpooled, B, T, D);
+  }
 
   for (int l = c.depth - 1; l >= 0; --l) {
     const float p_block = drop_path_rate(p_path, l, c.depth);

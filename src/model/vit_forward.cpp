@@ -19,6 +19,7 @@
 #include "minivit/nn/layernorm.h"
 #include "minivit/nn/linear.h"
 #include "minivit/nn/mean_pool.h"
+#include "minivit/nn/seq_pool.h"
 #include "minivit/nn/patch_drop.h"
 #include "minivit/nn/patch_embed.h"
 
@@ -167,16 +168,25 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
   }
 
   // The head reads one row per image, the CLS token's or the mean of all tokens, so the
-  // final LayerNorm runs on those rows alone.
+  // final LayerNorm runs on those rows alone; sequence pooling scores the normalised tokens,
+  // so there it runs on every token first.
   const float* last = at(acts.x_final, TD);
   float* pooled = at(acts.pooled, D);
-  if (c.has_cls_token())
-    for (int b = 0; b < n; ++b) std::copy_n(last + int64_t(b) * TD, D, pooled + int64_t(b) * D);
-  else
-    mean_pool_forward(pooled, last, n, T, D);
   float* pooled_norm = at(acts.pooled_norm, D);
-  layernorm_forward(pooled_norm, at(acts.pooled_mean, 1), at(acts.pooled_rstd, 1), pooled,
-                    w.norm_w, w.norm_b, n, D);
+  if (c.pool == PoolKind::seq) {
+    float* token_norm = at(acts.token_norm, TD);
+    layernorm_forward(token_norm, at(acts.token_mean, T), at(acts.token_rstd, T), last,
+                      w.norm_w, w.norm_b, BT, D);
+    seq_pool_forward(pooled_norm, at(acts.pool_weights, T), token_norm, w.pool_w, n, T, D);
+  } else {
+    if (c.has_cls_token())
+      for (int b = 0; b < n; ++b)
+        std::copy_n(last + int64_t(b) * TD, D, pooled + int64_t(b) * D);
+    else
+      mean_pool_forward(pooled, last, n, T, D);
+    layernorm_forward(pooled_norm, at(acts.pooled_mean, 1), at(acts.pooled_rstd, 1), pooled,
+                      w.norm_w, w.norm_b, n, D);
+  }
   linear_forward(at(acts.logits, K), pooled_norm, w.head_w, w.head_b, n, D, K,
                  acts.products(false));
 }

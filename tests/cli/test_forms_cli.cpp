@@ -186,3 +186,51 @@ TEST_CASE("train, eval, attention, info and resume with a conv stem", "[cli][for
   CHECK(resumed.exit_code == 0);
   CHECK(minivit::read_safetensors(last).metadata.at("minivit.step") == "30");
 }
+
+TEST_CASE("train, eval, attention, info and resume with sequence pooling", "[cli][forms]") {
+  TempDir dir("seq_pool_cli");
+  const std::string data = dir.str("data"), out = dir.str("run"), config = dir.str("tiny.toml");
+  write_tiny_idx_dataset(data, 320, 96, 12, 4);  // 12x12 grey images: 3x3 patches of 4x4
+  write_text(config, tiny_config_toml(data, out, 12, 4));
+  const RunResult train = run_minivit("train --config " + config +
+                                      " --set model.pool=seq --set train.max_steps=20");
+  INFO(train.err);
+  REQUIRE(train.exit_code == 0);
+
+  // CCT's layout: `norm` on every token and the scores' projection; no CLS token.
+  const std::string last = out + "/last.safetensors";
+  const minivit::SafetensorsFile file = minivit::read_safetensors(last);
+  CHECK(file.tensors.count("cls_token") == 0);
+  CHECK(file.tensors.count("fc_norm.weight") == 0);
+  CHECK(file.tensors.at("norm.weight").shape == std::vector<int64_t>{16});
+  CHECK(file.tensors.at("attention_pool.weight").shape == std::vector<int64_t>{1, 16});
+  CHECK(file.metadata.at("minivit.model.pool") == "\"seq\"");
+
+  // eval rebuilds the same model from the checkpoint alone.
+  check_eval_repeats_training(dir, out);
+
+  // attention: N x N maps, read as the mean of the token rows, and saying so.
+  const std::string maps = dir.str("maps");
+  const RunResult attention = run_minivit("attention --checkpoint " + last + " --index 0 --out " + maps);
+  INFO(attention.err);
+  REQUIRE(attention.exit_code == 0);
+  CHECK(minivit::read_npy(maps + "/attention.npy").shape == std::vector<int64_t>{2, 2, 9, 9});
+  const auto summary = nlohmann::json::parse(read_text(maps + "/summary.json"));
+  CHECK(summary["pool"] == "seq");
+  CHECK_THAT(summary["readout"].get<std::string>(), Contains("weighted by learned scores"));
+
+  const RunResult info = run_minivit("info " + last);
+  REQUIRE(info.exit_code == 0);
+  CHECK_THAT(info.out, Contains("9 tokens: the patches, no CLS token") &&
+                           Contains("the head reads the tokens weighted by learned scores") &&
+                           Contains("pool = \"seq\""));
+
+  // Resuming under mean pooling is refused by name; under its own it goes on.
+  const RunResult mean = run_minivit("train --resume " + out + " --set model.pool=mean");
+  CHECK(mean.exit_code == 1);
+  CHECK_THAT(mean.err, Contains("written for model.pool = \"seq\", but the config asks for \"mean\""));
+  const RunResult resumed = run_minivit("train --resume " + out + " --set train.max_steps=30");
+  INFO(resumed.err);
+  CHECK(resumed.exit_code == 0);
+  CHECK(minivit::read_safetensors(last).metadata.at("minivit.step") == "30");
+}

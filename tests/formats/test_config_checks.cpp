@@ -171,7 +171,8 @@ TEST_CASE("enumerations reject unknown choices", "[config]") {
   CHECK(parse_config("", "cfg.toml", {"model.attention=cosine"}).model.attention ==
         minivit::AttentionForm::cosine);
   REQUIRE_THROWS_WITH(parse_config("[model]\npool = \"max\"\n", "cfg.toml"),
-                      "cfg.toml:2: key 'model.pool': expected one of \"cls\", \"mean\", got \"max\"");
+                      "cfg.toml:2: key 'model.pool': expected one of \"cls\", \"mean\", \"seq\", "
+                      "got \"max\"");
   REQUIRE_THROWS_WITH(parse_config("[train]\nprecision = \"fp16\"\n", "cfg.toml"),
                       "cfg.toml:2: key 'train.precision': expected one of \"fp32\", \"bf16\", got "
                       "\"fp16\"");

@@ -195,6 +195,32 @@ TEST_CASE("mean pooling drops the CLS token and reads fc_norm, as timm's global_
   CHECK(vit_attention_flop_share(c) < vit_attention_flop_share(cls.config));
 }
 
+TEST_CASE("sequence pooling normalises every token with `norm` and adds CCT's attention_pool",
+          "[model][forms]") {
+  const ModelConfig c = with_pos_embed(PosEmbedKind::learned, PoolKind::seq);
+  CHECK_FALSE(c.has_cls_token());
+  CHECK(c.tokens() == c.patches());
+  const ViT seq(c);
+  const ViT mean(with_pos_embed(PosEmbedKind::learned, PoolKind::mean));
+  const std::vector<std::string> names = names_of(seq);
+  const std::vector<std::string> tail(names.end() - 5, names.end());
+  CHECK(tail == std::vector<std::string>{"norm.weight", "norm.bias", "attention_pool.weight",
+                                         "head.weight", "head.bias"});
+  CHECK(seq.find("attention_pool.weight")->shape == std::vector<int64_t>{1, 8});
+  CHECK(seq.find("attention_pool.weight")->decay);
+  CHECK(seq.find("attention_pool.weight")->init == ParamInit::trunc_normal);
+  CHECK(seq.num_params == mean.num_params + 8);
+  CHECK(seq.w.cls_token == nullptr);
+}
+
+TEST_CASE("whole-model gradients with sequence pooling match finite differences",
+          "[model][forms][grad]") {
+  check_model_gradients(with_pos_embed(PosEmbedKind::learned, PoolKind::seq));
+  ModelConfig c = with_pos_embed(PosEmbedKind::sincos2d, PoolKind::seq);
+  c.dropout = 0.2f;
+  check_model_gradients(c);
+}
+
 TEST_CASE("with mean pooling the sincos2d table has no CLS row", "[model][forms]") {
   ModelConfig c = with_pos_embed(PosEmbedKind::sincos2d, PoolKind::mean);
   ViT model(c);

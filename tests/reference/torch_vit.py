@@ -11,8 +11,8 @@ safetensors and IDX files.
 
 Besides that default it builds every model form minivit offers: attention scores
 (scaled_dot, dot, additive, cosine), position embeddings (learned, sincos2d, none) and
-pooling (cls, mean: timm's global_pool='avg', class_token=False). See docs/model.md for the
-tensor table of each form.
+pooling (cls, mean: timm's global_pool='avg', class_token=False; seq: CCT's sequence
+pooling). See docs/model.md for the tensor table of each form.
 
 Run with Debian's interpreter: /usr/bin/python3 torch_vit.py SUBCOMMAND --help
 """

@@ -17,7 +17,7 @@ MODEL_KEYS = ("image_size", "channels", "patch_size", "dim", "depth", "heads", "
 FORM_CHOICES = OrderedDict([
     ("attention", ("scaled_dot", "dot", "additive", "cosine")),
     ("pos_embed", ("learned", "sincos2d", "none")),
-    ("pool", ("cls", "mean")),
+    ("pool", ("cls", "mean", "seq")),
     ("patch_embed", ("linear", "shifted", "conv")),
 ])
 LN_EPS = 1e-6  # timm's ViT uses 1e-6, not torch's default 1e-5
@@ -269,11 +269,14 @@ class ViT(nn.Module):
             Block(D, cfg["heads"], cfg["mlp_dim"], cfg.get("dropout", 0.0),
                   cfg.get("attention_dropout", 0.0), cfg.get("attention", "scaled_dot"))
             for _ in range(cfg["depth"]))
-        # timm: the final norm before token pooling, or fc_norm after average pooling.
-        if self.pool == "cls":
-            self.norm = nn.LayerNorm(D, eps=LN_EPS)
-        else:
+        # timm: the final norm before token pooling, or fc_norm after average pooling; CCT:
+        # the final norm on every token, then sequence pooling by attention_pool's scores.
+        if self.pool == "mean":
             self.fc_norm = nn.LayerNorm(D, eps=LN_EPS)
+        else:
+            self.norm = nn.LayerNorm(D, eps=LN_EPS)
+        if self.pool == "seq":
+            self.attention_pool = nn.Linear(D, 1, bias=False)  # the softmax cancels a bias
         self.head = nn.Linear(D, cfg["num_classes"])
         # Patch dropout (timm's PatchDropout): the patch indices each image keeps, [B, kept]
         # int64, set from outside for one forward (minivit_draws.patch_keep) so that both
@@ -297,6 +300,10 @@ class ViT(nn.Module):
             x = blk(x)
         if self.pool == "cls":
             return self.head(self.norm(x)[:, 0])
+        if self.pool == "seq":
+            x = self.norm(x)
+            weights = F.softmax(self.attention_pool(x), dim=1)  # [B, T, 1]
+            return self.head((weights * x).sum(dim=1))
         return self.head(self.fc_norm(x.mean(dim=1)))
 
 
@@ -342,9 +349,11 @@ def expected_shapes(cfg):
         s[b + "mlp.fc1.bias"] = (M,)
         s[b + "mlp.fc2.weight"] = (D, M)
         s[b + "mlp.fc2.bias"] = (D,)
-    final = "norm" if cls_pool else "fc_norm"
+    final = "fc_norm" if cfg.get("pool", "cls") == "mean" else "norm"
     s[final + ".weight"] = (D,)
     s[final + ".bias"] = (D,)
+    if cfg.get("pool", "cls") == "seq":
+        s["attention_pool.weight"] = (1, D)
     s["head.weight"] = (K, D)
     s["head.bias"] = (K,)
     return s

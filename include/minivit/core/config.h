@@ -38,6 +38,8 @@ enum class PatchEmbedKind {
 enum class PoolKind {
   cls,   // a learned CLS token, first in the sequence, through the final `norm`
   mean,  // the mean over the patch tokens, through `fc_norm`; no CLS token
+  seq,   // CCT's sequence pooling (nn/seq_pool.h): every token through the final `norm`,
+         // then their softmax-weighted sum by a learned score; no CLS token
 };
 
 enum class OptimizerKind { adamw, sgd };

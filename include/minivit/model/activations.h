@@ -90,15 +90,23 @@ struct Activations {
   float* branch;      // (B, T, D) forward scratch: a branch output before the residual add
   float* pooled;      // (B, D) what the head reads of the last residual stream: the CLS
                       // row, or the mean of the tokens (model.pool = mean)
-  float* pooled_norm; // (B, D) after the final LayerNorm
+  float* pooled_norm; // (B, D) after the final LayerNorm; with model.pool = seq, the
+                      // weighted sum of token_norm (pooled is then unused)
   float* pooled_mean; // (B)
   float* pooled_rstd; // (B)
+  // model.pool = seq only (nn/seq_pool.h): the final LayerNorm runs on every token.
+  float* token_norm = nullptr;    // (B, T, D)
+  float* token_mean = nullptr;    // (B, T)
+  float* token_rstd = nullptr;    // (B, T)
+  float* pool_weights = nullptr;  // (B, T) each token's share of the pooled row
   float* logits;      // (B, K)
   float* probs;       // (B, K) softmax, cached by the loss
   // Gradient scratch, reused by every block on the way back (training only).
   float* dlogits;     // (B, K)
   float* dpooled_norm; // (B, D)
   float* dpooled;     // (B, D)
+  float* dtoken_norm = nullptr;       // (B, T, D) model.pool = seq
+  float* pool_score_grads = nullptr;  // (B, T) model.pool = seq: scratch of its backward
   // Each block's backward reads the gradient at its output (dresid) and writes the one
   // between its halves (dresid_mid) and the one at its input (dresid_in); dresid and
   // dresid_in then trade places. All three stay until the block's weight gradients, which

@@ -47,8 +47,9 @@ struct ViTParams {
                                // P' = patch_kernel()
   float* patch_b = nullptr;    // (D)
   std::vector<BlockParams> blocks;  // (L)
-  float* norm_w = nullptr;  // (D) the LayerNorm before the head: `norm`, or `fc_norm` (mean pool)
+  float* norm_w = nullptr;  // (D) the final LayerNorm: `norm`, or `fc_norm` (mean pool)
   float* norm_b = nullptr;  // (D)
+  float* pool_w = nullptr;  // (1, D) model.pool = seq: the token scores' projection
   float* head_w = nullptr;  // (K, D)
   float* head_b = nullptr;  // (K)
 };
