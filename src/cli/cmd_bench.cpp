@@ -113,6 +113,8 @@ int run_bench(const BenchOptions& opt) {
   Latency latency;
   if (opt.latency_images > 0)
     latency = measure_latency_on_one_thread(s.model, s.acts.compute, opt.latency_images);
+  LoaderRate loader;
+  if (opt.loader) loader = measure_loader_rate(config, std::max(opt.steps, 20));
 
   // OpenBLAS on the same product, for scale, when minivit's own kernels are in use.
   const GemmKernels in_use = s.acts.compute.kernels;
@@ -135,6 +137,11 @@ int run_bench(const BenchOptions& opt) {
   if (opt.latency_images > 0)
     std::printf("latency  batch 1, 1 thread: median %.3f ms, p99 %.3f ms over %d images (forward only)\n",
                 latency.median_ms, latency.p99_ms, opt.latency_images);
+  if (opt.loader)
+    std::printf("loader %8.1f img/s  %.3f ms/batch on one thread, %.1fx the training step's rate "
+                "(%s, %lld training images)\n",
+                loader.ips, loader.ms_per_batch, loader.ips / t.train_ips,
+                config.data.path.c_str(), static_cast<long long>(loader.train_images));
   std::printf("sgemm  %6.1f GFLOP/s at (%d x %d x %d); %.1f MFLOP/image train, %.1f forward\n",
               t.sgemm, B * mc.tokens(), 3 * mc.dim, mc.dim, vit_train_flops(mc) / 1e6,
               vit_forward_flops(mc) / 1e6);
@@ -180,6 +187,10 @@ int run_bench(const BenchOptions& opt) {
     if (ends_on_every_patch) {  // the train.unmasked_epochs steps
       j["train_every_patch_img_per_s"] = tail.ips;
       j["train_every_patch_percent_of_sgemm"] = tail.percent;
+    }
+    if (opt.loader) {
+      j["loader_img_per_s"] = loader.ips;
+      j["loader_ms_per_batch"] = loader.ms_per_batch;
     }
     j["latency_images"] = opt.latency_images;  // 0: not measured, and no latency figures
     if (opt.latency_images > 0) {

@@ -198,6 +198,11 @@ void CommandLine::add_bench() {
                     "Measure at 1, 2, 4, ... threads up to the machine's cores (ignoring "
                     "train.threads) and print one row per count: images/s, the sgemm rate on "
                     "as many threads, and each one's scaling over one thread");
+  command->add_flag("--loader", bench.loader,
+                    "Also time the training batches of the config's own dataset (data.path) as "
+                    "the trainer's prefetch thread makes them, reading, augmentation and all, on "
+                    "one thread, and print their rate beside the training step's: the data "
+                    "path keeps up while it is well ahead");
   command->add_option("--json", bench.json_path, "Also write the results as JSON to this file");
   command->footer(
       "Matrix products run on minivit's own kernels: AVX-512 ones when the build and the CPU "

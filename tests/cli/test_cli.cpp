@@ -519,3 +519,31 @@ TEST_CASE("bench --threads-sweep measures 1, 2, 4, ... threads up to the cores, 
   }
   CHECK_FALSE(j.contains("latency_median_ms"));
 }
+
+TEST_CASE("bench --loader times the config's own training batches beside the step, and names "
+          "a missing dataset", "[cli]") {
+  TempDir dir("cli_bench_loader");
+  const std::string data = dir.str("data"), config = dir.str("tiny.toml"), json = dir.str("b.json");
+  write_tiny_idx_dataset(data, 320, 96, 12, 4);
+  write_text(config, tiny_config_toml(data, dir.str("run"), 12, 4));
+  const RunResult r = run_minivit("bench --config " + config +
+                                  " --loader --steps 2 --warmup 0 --latency-images 0 --json " + json);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  // 320 images, the tiny config holds 20% out for validation: 256 in the training split.
+  CHECK_THAT(r.out, Contains("img/s") && Contains("on one thread") &&
+                        Contains("the training step's rate (" + data + ", 256 training images)"));
+  const auto j = nlohmann::json::parse(read_text(json));
+  CHECK(j.at("loader_img_per_s").get<double>() > 0);
+  CHECK(j.at("loader_ms_per_batch").get<double>() > 0);
+
+  // Without --loader no dataset is needed, and none is read.
+  const RunResult plain = run_minivit("bench --config " + config + " --set data.path=" +
+                                      dir.str("missing") + " --steps 1 --warmup 0 --latency-images 0");
+  CHECK(plain.exit_code == 0);
+  CHECK_THAT(plain.out, !Contains("loader"));
+  const RunResult missing = run_minivit("bench --config " + config + " --set data.path=" +
+                                        dir.str("missing") + " --loader --steps 1 --warmup 0 --latency-images 0");
+  CHECK(missing.exit_code == 1);
+  CHECK_THAT(missing.err, Contains(dir.str("missing")));
+}

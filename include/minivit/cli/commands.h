@@ -59,6 +59,7 @@ struct BenchOptions {
   int warmup = 3;
   int latency_images = 1000;  // batch-1, one-thread forwards timed one by one; 0 skips them
   bool threads_sweep = false;  // measure at 1, 2, 4, ... threads up to the cores, as a table
+  bool loader = false;  // also time the config's real training batches on one thread
   std::string json_path;
 };
 int run_bench(const BenchOptions& options);

@@ -81,6 +81,17 @@ EveryPatchRate measure_every_patch_rate(BenchSetup& s, const BenchSteps& opt,
 // Over `images` forwards on one thread (the Compute's own count, the pool left as it was).
 Latency measure_latency_on_one_thread(const ViT& model, const Compute& compute, int images);
 
+// The training batches of the config's own dataset, made as the trainer's prefetch thread
+// makes them (reading, augmentation, normalisation, targets) on the calling thread alone:
+// the rate the data path can feed, to set beside the step's. `batches` timed batches
+// follow one untimed; the dataset is loaded first and not timed.
+struct LoaderRate {
+  double ips = 0.0;       // images per second
+  double ms_per_batch = 0.0;
+  int64_t train_images = 0;  // in the training split
+};
+LoaderRate measure_loader_rate(const Config& config, int batches);
+
 // 1, 2, 4, ... threads up to the machine's cores, and the core count itself.
 std::vector<int> sweep_thread_counts();
 
