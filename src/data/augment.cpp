@@ -17,6 +17,9 @@ constexpr float kEraseMaxArea = 1.0f / 3.0f;
 constexpr float kEraseMinAspect = 0.3f;
 constexpr int kEraseAttempts = 10;
 
+// TrivialAugment's three draws of an image, after those of the crop, flip and erasing.
+constexpr uint64_t kTrivialDrawIndex = 64;
+
 // The per-batch draws use the slot after the last possible image.
 constexpr int64_t kBatchSlot = -1;
 
@@ -71,6 +74,10 @@ ImageAugment draw_image_augment(const DataConfig& data, int H, int W, uint64_t s
     aug.shift_y = rng_below(key, 1, 2 * pad + 1) - pad;
   }
   aug.flip = data.hflip > 0 && rng_uniform(key, 2) < data.hflip;
+  if (data.auto_augment == AutoAugment::trivial)
+    aug.trivial = trivial_draw(TrivialOp(rng_below(key, kTrivialDrawIndex, kTrivialOps)),
+                               rng_below(key, kTrivialDrawIndex + 1, kTrivialBins),
+                               rng_below(key, kTrivialDrawIndex + 2, 2) == 1);
   if (data.erasing > 0 && rng_uniform(key, 3) < data.erasing) {
     const float area = float(H) * float(W);
     const float log_min = std::log(kEraseMinAspect), log_max = -log_min;
@@ -93,23 +100,26 @@ ImageAugment draw_image_augment(const DataConfig& data, int H, int W, uint64_t s
 
 void augment_image(float* out, const uint8_t* src, int C, int H, int W, const float* scale,
                    const float* shift, const ImageAugment& aug) {
-  for (int c = 0; c < C; ++c) {
-    const uint8_t* plane = src + int64_t(c) * H * W;
-    float* dst = out + int64_t(c) * H * W;
+  const int64_t plane = int64_t(H) * W;
+  std::vector<uint8_t> pixels(size_t(C * plane), 0);  // after the crop and flip
+  for (int c = 0; c < C; ++c)
     for (int y = 0; y < H; ++y) {
       const int sy = y + aug.shift_y;
-      float* row = dst + int64_t(y) * W;
-      if (sy < 0 || sy >= H) {
-        std::fill(row, row + W, shift[c]);  // a whole padding row: pixel 0
-        continue;
-      }
-      const uint8_t* src_row = plane + int64_t(sy) * W;
+      if (sy < 0 || sy >= H) continue;  // a whole padding row: pixel 0
+      const uint8_t* src_row = src + c * plane + int64_t(sy) * W;
+      uint8_t* row = pixels.data() + c * plane + int64_t(y) * W;
       for (int x = 0; x < W; ++x) {
         const int sx = (aug.flip ? W - 1 - x : x) + aug.shift_x;
-        row[x] = (sx >= 0 && sx < W) ? float(src_row[sx]) * scale[c] + shift[c] : shift[c];
+        if (sx >= 0 && sx < W) row[x] = src_row[sx];
       }
     }
+  if (aug.trivial) {
+    std::vector<uint8_t> scratch(pixels.size());
+    apply_trivial_augment(pixels.data(), C, H, W, *aug.trivial, scratch.data());
   }
+  for (int c = 0; c < C; ++c)
+    for (int64_t i = 0; i < plane; ++i)
+      out[c * plane + i] = float(pixels[size_t(c * plane + i)]) * scale[c] + shift[c];
   if (!aug.erase) return;
   for (int c = 0; c < C; ++c)
     for (int y = aug.erase_y; y < aug.erase_y + aug.erase_h; ++y)

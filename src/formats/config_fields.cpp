@@ -16,6 +16,7 @@ namespace {
 
 constexpr std::string_view kDataFormats[] = {"idx", "cifar10", "cifar100", "folder"};
 constexpr std::string_view kCifar100Labels[] = {"fine", "coarse"};
+constexpr std::string_view kAutoAugments[] = {"none", "trivial"};
 constexpr std::string_view kOptimizers[] = {"adamw", "sgd"};
 constexpr std::string_view kLrSchedules[] = {"cosine", "constant"};
 constexpr std::string_view kAttentionForms[] = {"scaled_dot", "dot", "additive", "cosine"};
@@ -28,6 +29,7 @@ constexpr std::string_view kPrecisions[] = {"fp32", "bf16"};
 
 std::span<const std::string_view> choice_words(DataFormat) { return kDataFormats; }
 std::span<const std::string_view> choice_words(Cifar100Label) { return kCifar100Labels; }
+std::span<const std::string_view> choice_words(AutoAugment) { return kAutoAugments; }
 std::span<const std::string_view> choice_words(OptimizerKind) { return kOptimizers; }
 std::span<const std::string_view> choice_words(LrSchedule) { return kLrSchedules; }
 std::span<const std::string_view> choice_words(AttentionForm) { return kAttentionForms; }
@@ -97,6 +99,8 @@ std::vector<Field> fields_of(Config& c) {
        "random crop after padding each side by this many pixels; 0 = off"},
       {"data", "hflip", &c.data.hflip,
        "probability of a horizontal flip"},
+      {"data", "auto_augment", &c.data.auto_augment,
+       "automatic augmentation after the crop and flip: none, or TrivialAugment (wide)"},
       {"data", "erasing", &c.data.erasing,
        "probability of random erasing (a rectangle of noise)"},
       {"data", "mixup", &c.data.mixup,
@@ -205,6 +209,7 @@ std::string_view word_of(Choice value) {
 
 std::string_view config_name(DataFormat format) { return word_of(format); }
 std::string_view config_name(Cifar100Label label) { return word_of(label); }
+std::string_view config_name(AutoAugment policy) { return word_of(policy); }
 std::string_view config_name(OptimizerKind optimizer) { return word_of(optimizer); }
 std::string_view config_name(LrSchedule schedule) { return word_of(schedule); }
 std::string_view config_name(AttentionForm form) { return word_of(form); }

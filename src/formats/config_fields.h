@@ -19,7 +19,7 @@ namespace minivit::config_fields {
 
 using FieldTarget = std::variant<int*, int64_t*, uint64_t*, float*, bool*, std::string*,
                                  std::vector<float>*, std::vector<std::string>*, DataFormat*,
-                                 Cifar100Label*, OptimizerKind*, LrSchedule*,
+                                 Cifar100Label*, AutoAugment*, OptimizerKind*, LrSchedule*,
                                  AttentionForm*, PosEmbedKind*, PoolKind*, PatchEmbedKind*,
                                  Precision*>;
 
@@ -46,6 +46,7 @@ using Origins = std::map<std::string, Origin>;
 // config files and the enums. The argument only picks the table.
 std::span<const std::string_view> choice_words(DataFormat);
 std::span<const std::string_view> choice_words(Cifar100Label);
+std::span<const std::string_view> choice_words(AutoAugment);
 std::span<const std::string_view> choice_words(OptimizerKind);
 std::span<const std::string_view> choice_words(LrSchedule);
 std::span<const std::string_view> choice_words(AttentionForm);

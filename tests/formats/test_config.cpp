@@ -51,6 +51,7 @@ void require_same(const Config& a, const Config& b) {
   CHECK(a.data.resize == b.data.resize);
   CHECK(a.data.crop_padding == b.data.crop_padding);
   CHECK(a.data.hflip == b.data.hflip);
+  CHECK(a.data.auto_augment == b.data.auto_augment);
   CHECK(a.data.erasing == b.data.erasing);
   CHECK(a.data.mixup == b.data.mixup);
   CHECK(a.data.cutmix == b.data.cutmix);
@@ -111,6 +112,7 @@ Config unusual_config() {
   c.data.resize = false;
   c.data.crop_padding = 3;
   c.data.hflip = 0.5f;
+  c.data.auto_augment = minivit::AutoAugment::trivial;
   c.data.erasing = 0.3f;
   c.data.mixup = 0.8f;
   c.data.cutmix = 1.0f;
@@ -426,7 +428,7 @@ TEST_CASE("config_to_toml reads back to the same config", "[config]") {
 
 TEST_CASE("config_to_flat and config_from_flat invert each other", "[config]") {
   auto flat = minivit::config_to_flat(Config{});
-  CHECK(flat.size() == 55);
+  CHECK(flat.size() == 56);
   auto has = [&](const std::string& key, const std::string& value) {
     for (const auto& [k, v] : flat)
       if (k == key) return v == value;

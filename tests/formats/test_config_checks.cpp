@@ -170,6 +170,11 @@ TEST_CASE("enumerations reject unknown choices", "[config]") {
         minivit::AttentionForm::additive);
   CHECK(parse_config("", "cfg.toml", {"model.attention=cosine"}).model.attention ==
         minivit::AttentionForm::cosine);
+  CHECK(parse_config("[data]\nauto_augment = \"trivial\"\n", "cfg.toml").data.auto_augment ==
+        minivit::AutoAugment::trivial);
+  REQUIRE_THROWS_WITH(parse_config("[data]\nauto_augment = \"rand-m9\"\n", "cfg.toml"),
+                      "cfg.toml:2: key 'data.auto_augment': expected one of \"none\", "
+                      "\"trivial\", got \"rand-m9\"");
   REQUIRE_THROWS_WITH(parse_config("[model]\npool = \"max\"\n", "cfg.toml"),
                       "cfg.toml:2: key 'model.pool': expected one of \"cls\", \"mean\", \"seq\", "
                       "got \"max\"");

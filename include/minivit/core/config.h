@@ -42,6 +42,12 @@ enum class PoolKind {
          // then their softmax-weighted sum by a learned score; no CLS token
 };
 
+// An automatic augmentation policy for the training images (data/trivial_augment.h).
+enum class AutoAugment {
+  none,
+  trivial,  // TrivialAugment in its wide space (torchvision's TrivialAugmentWide)
+};
+
 enum class OptimizerKind { adamw, sgd };
 enum class LrSchedule { cosine, constant };
 // The score function of every attention layer (nn/attention.h).
@@ -134,13 +140,15 @@ struct DataConfig {
   // at zero). Drawn from (train.seed, step, image), so runs repeat exactly.
   int crop_padding = 0;       // random crop of the image padded by this many zero pixels
   float hflip = 0.0f;         // probability of a horizontal flip
+  AutoAugment auto_augment = AutoAugment::none;  // after the crop and flip
   float erasing = 0.0f;       // probability of random erasing (a rectangle of noise)
   float mixup = 0.0f;         // mixup Beta(alpha, alpha) strength
   float cutmix = 0.0f;        // cutmix Beta(alpha, alpha) strength
   float mix_prob = 1.0f;      // probability that a batch is mixed (when mixup/cutmix > 0)
 
   bool augments() const {
-    return augment && (crop_padding > 0 || hflip > 0 || erasing > 0 || mixup > 0 || cutmix > 0);
+    return augment && (crop_padding > 0 || hflip > 0 || auto_augment != AutoAugment::none ||
+                       erasing > 0 || mixup > 0 || cutmix > 0);
   }
 };
 

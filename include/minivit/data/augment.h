@@ -1,12 +1,15 @@
 #pragma once
 // Training-time augmentation, as timm applies it to small images:
-//   per image: random crop of the zero-padded image, horizontal flip, random erasing;
+//   per image: random crop of the zero-padded image, horizontal flip, TrivialAugment
+//   (data/trivial_augment.h), random erasing;
 //   per batch: mixup or cutmix, which mix images and their target distributions.
 // Every draw is a pure function of (seed, step, image slot), so a batch is the same on any
 // thread count and after a resume. Legend: B batch, C channels, H x W pixels, K classes.
 #include <cstdint>
+#include <optional>
 
 #include "minivit/core/config.h"
+#include "minivit/data/trivial_augment.h"
 
 namespace minivit {
 
@@ -14,6 +17,7 @@ namespace minivit {
 struct ImageAugment {
   int shift_x = 0, shift_y = 0;  // crop offset against the unpadded image, in [-pad, pad]
   bool flip = false;             // mirror left-right (after the crop)
+  std::optional<TrivialDraw> trivial;  // data.auto_augment = trivial: its operation
   bool erase = false;            // a rectangle [erase_x, +erase_w) x [erase_y, +erase_h)
   int erase_x = 0, erase_y = 0, erase_w = 0, erase_h = 0;
   uint64_t noise_key = 0;        // the erased pixels are N(0, 1) drawn from this key
@@ -25,8 +29,9 @@ ImageAugment draw_image_augment(const DataConfig& data, int H, int W, uint64_t s
 
 // Writes one augmented, normalised image: out (C, H, W) = crop/flip of src (C, H, W) uint8,
 // padding pixels are 0 (black) before normalisation, i.e. as torchvision's RandomCrop pads;
-// then erasing overwrites its rectangle with noise in the normalised space (timm's
-// RandomErasing in "pixel" mode, which acts after normalisation).
+// TrivialAugment's operation on those 8-bit pixels; then erasing overwrites its rectangle
+// with noise in the normalised space (timm's RandomErasing in "pixel" mode, which acts
+// after normalisation).
 // scale[c] and shift[c] map a pixel value to its normalised value: v * scale + shift.
 void augment_image(float* out, const uint8_t* src, int C, int H, int W, const float* scale,
                    const float* shift, const ImageAugment& aug);

@@ -51,6 +51,7 @@ Config config_from_flat(const std::vector<std::pair<std::string, std::string>>& 
 // The word a config file uses for a choice ("cifar10", "sgd"), as config_to_toml writes it.
 std::string_view config_name(DataFormat format);
 std::string_view config_name(Cifar100Label label);
+std::string_view config_name(AutoAugment policy);
 std::string_view config_name(OptimizerKind optimizer);
 std::string_view config_name(LrSchedule schedule);
 std::string_view config_name(AttentionForm form);
