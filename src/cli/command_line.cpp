@@ -123,7 +123,7 @@ void CommandLine::add_attention() {
       "attention",
       "Show where a checkpoint looks in an image and why it chose its class. Writes the softmax "
       "attention of every layer and head (attention.npy, float32 [layers, heads, T, T], T = 1 + "
-      "patches with the CLS token first, or T = patches with model.pool = mean), attention rollout "
+      "patches with the CLS token first, or T = patches with model.pool = mean or seq), attention rollout "
       "(rollout.npy, [grid, grid]), the class-specific gradient rollout from the model's own backward "
       "(grad_rollout.npy, [grid, grid]), the normalised input (input.npy), pictures, summary.json and "
       "index.html: an explorer to open in a browser, where clicking any patch shows where it looks in "

@@ -91,7 +91,8 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
   add(head_norm + ".weight", {D}, ones, false, &ViTParams::norm_w);
   add(head_norm + ".bias", {D}, zeros, false, &ViTParams::norm_b);
   // CCT's attention_pool = Linear(D, 1), without the bias the softmax cancels.
-  if (c.pool == PoolKind::seq) add("attention_pool.weight", {1, D}, weight, true, &ViTParams::pool_w);
+  if (c.pool == PoolKind::seq)
+    add("attention_pool.weight", {1, D}, weight, true, &ViTParams::pool_w);
   add("head.weight", {K, D}, weight, true, &ViTParams::head_w);
   add("head.bias", {K}, zeros, false, &ViTParams::head_b);
   int64_t offset = 0;

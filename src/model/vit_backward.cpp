@@ -10,9 +10,9 @@
 #include "minivit/nn/layernorm.h"
 #include "minivit/nn/linear.h"
 #include "minivit/nn/mean_pool.h"
-#include "minivit/nn/seq_pool.h"
 #include "minivit/nn/patch_drop.h"
 #include "minivit/nn/patch_embed.h"
+#include "minivit/nn/seq_pool.h"
 #include "conv_stem.h"
 #include "vit_passes.h"
 

@@ -19,9 +19,9 @@
 #include "minivit/nn/layernorm.h"
 #include "minivit/nn/linear.h"
 #include "minivit/nn/mean_pool.h"
-#include "minivit/nn/seq_pool.h"
 #include "minivit/nn/patch_drop.h"
 #include "minivit/nn/patch_embed.h"
+#include "minivit/nn/seq_pool.h"
 
 // The forward pass, compiled once per instruction-set level (kernels/isa.h).
 namespace minivit {
