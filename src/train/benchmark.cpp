@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "minivit/core/error.h"
 #include "minivit/core/rng.h"
 #include "minivit/data/batcher.h"
 #include "minivit/data/data.h"
@@ -174,21 +173,17 @@ LoaderRate measure_loader_rate(const Config& config, int batches) {
   const DataSplits data = load_data(config.data, config.model);
   check_data_fits_model(data.train, config.model, config.data.path + " (train split)");
   std::vector<int64_t> indices = images_of_split(data, Split::train, config).indices;
-  const int B = config.train.batch_size;
-  const int64_t steps_per_epoch = int64_t(indices.size()) / B;
-  if (steps_per_epoch == 0)
-    throw Error("train.batch_size: " + std::to_string(B) + " is more than the " +
-                std::to_string(indices.size()) + " training images of " + config.data.path);
   LoaderRate rate;
   rate.train_images = int64_t(indices.size());
-  TrainBatches make(data.train, std::move(indices), config, steps_per_epoch);
-  Batch batch(B, make.image_len(), make.classes());
+  const int64_t steps = steps_per_epoch(rate.train_images, config.train.batch_size);
+  TrainBatches make(data.train, std::move(indices), config, steps);
+  Batch batch(config.train.batch_size, make.image_len(), make.classes());
   make.make(0, batch);  // the epoch's order is drawn here
   const auto start = std::chrono::steady_clock::now();
   for (int step = 1; step <= batches; ++step) make.make(step, batch);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  rate.ips = double(batches) * B / seconds;
+  rate.ips = double(batches) * config.train.batch_size / seconds;
   rate.ms_per_batch = 1e3 * seconds / batches;
   return rate;
 }

@@ -31,4 +31,12 @@ SplitImages images_of_split(const DataSplits& data, Split split, const Config& c
   return {data.train, split == Split::val ? std::move(parts.val) : std::move(parts.train)};
 }
 
+int64_t steps_per_epoch(int64_t train_images, int batch_size) {
+  const int64_t steps = train_images / batch_size;
+  if (steps == 0)
+    throw Error("train.batch_size: " + std::to_string(batch_size) + " is larger than the " +
+                std::to_string(train_images) + " training images");
+  return steps;
+}
+
 }  // namespace minivit

@@ -125,10 +125,7 @@ void Trainer::prepare_data() {
   const int r = distributed::rank();
   shard_first_ = int(int64_t(r) * batch_size_ / ranks_);
   shard_size_ = int(int64_t(r + 1) * batch_size_ / ranks_) - shard_first_;
-  steps_per_epoch_ = int64_t(train_indices_.size()) / batch_size_;
-  if (steps_per_epoch_ == 0)
-    throw Error("train.batch_size: " + std::to_string(batch_size_) + " is larger than the " +
-                std::to_string(train_indices_.size()) + " training images");
+  steps_per_epoch_ = minivit::steps_per_epoch(int64_t(train_indices_.size()), batch_size_);
   total_steps_ = config_.train.max_steps > 0 ? config_.train.max_steps
                                              : config_.train.epochs * steps_per_epoch_;
   total_epochs_ = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;

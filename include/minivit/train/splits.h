@@ -26,4 +26,8 @@ struct SplitImages {
 
 SplitImages images_of_split(const DataSplits& data, Split split, const Config& config);
 
+// The whole batches of `batch_size` in one epoch of `train_images` (the rest of an epoch is
+// dropped); throws minivit::Error naming train.batch_size when not even one fits.
+int64_t steps_per_epoch(int64_t train_images, int batch_size);
+
 }  // namespace minivit
