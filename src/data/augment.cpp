@@ -99,27 +99,24 @@ ImageAugment draw_image_augment(const DataConfig& data, int H, int W, uint64_t s
 }
 
 void augment_image(float* out, const uint8_t* src, int C, int H, int W, const float* scale,
-                   const float* shift, const ImageAugment& aug) {
+                   const float* shift, const ImageAugment& aug, uint8_t* pixels) {
   const int64_t plane = int64_t(H) * W;
-  std::vector<uint8_t> pixels(size_t(C * plane), 0);  // after the crop and flip
+  std::fill(pixels, pixels + C * plane, uint8_t(0));  // after the crop and flip
   for (int c = 0; c < C; ++c)
     for (int y = 0; y < H; ++y) {
       const int sy = y + aug.shift_y;
       if (sy < 0 || sy >= H) continue;  // a whole padding row: pixel 0
       const uint8_t* src_row = src + c * plane + int64_t(sy) * W;
-      uint8_t* row = pixels.data() + c * plane + int64_t(y) * W;
+      uint8_t* row = pixels + c * plane + int64_t(y) * W;
       for (int x = 0; x < W; ++x) {
         const int sx = (aug.flip ? W - 1 - x : x) + aug.shift_x;
         if (sx >= 0 && sx < W) row[x] = src_row[sx];
       }
     }
-  if (aug.trivial) {
-    std::vector<uint8_t> scratch(pixels.size());
-    apply_trivial_augment(pixels.data(), C, H, W, *aug.trivial, scratch.data());
-  }
+  if (aug.trivial) apply_trivial_augment(pixels, C, H, W, *aug.trivial, pixels + C * plane);
   for (int c = 0; c < C; ++c)
     for (int64_t i = 0; i < plane; ++i)
-      out[c * plane + i] = float(pixels[size_t(c * plane + i)]) * scale[c] + shift[c];
+      out[c * plane + i] = float(pixels[c * plane + i]) * scale[c] + shift[c];
   if (!aug.erase) return;
   for (int c = 0; c < C; ++c)
     for (int y = aug.erase_y; y < aug.erase_y + aug.erase_h; ++y)

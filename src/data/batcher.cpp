@@ -21,7 +21,9 @@ TrainBatches::TrainBatches(const Dataset& data, std::vector<int64_t> train_indic
       K_(config.model.num_classes),
       image_len_(int64_t(data.channels()) * data.height() * data.width()),
       steps_per_epoch_(steps_per_epoch),
-      normaliser_(config.data.mean, config.data.std) {}
+      normaliser_(config.data.mean, config.data.std),
+      augment_scratch_(size_t(augment_scratch_bytes(data.channels(), data.height(),
+                                                    data.width()))) {}
 
 void TrainBatches::make(int64_t step, Batch& batch) {
   const int64_t epoch = step / steps_per_epoch_;
@@ -37,7 +39,8 @@ void TrainBatches::make(int64_t step, Batch& batch) {
     float* dst = batch.images.data() + int64_t(b) * image_len_;
     if (augments)
       augment_image(dst, src, C, H, W, normaliser_.scale.data(), normaliser_.shift.data(),
-                    draw_image_augment(data_config_, H, W, seed_, step, b));
+                    draw_image_augment(data_config_, H, W, seed_, step, b),
+                    augment_scratch_.data());
     else
       normaliser_.apply(dst, src, C, int64_t(H) * W);
     batch.labels[size_t(b)] = data_.labels[size_t(chosen[b])];

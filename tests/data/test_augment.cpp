@@ -38,11 +38,12 @@ float at(const std::vector<float>& img, int c, int y, int x) {
 }  // namespace
 
 TEST_CASE("random crop shifts the image over zero padding", "[augment]") {
+  std::vector<uint8_t> scratch(size_t(augment_scratch_bytes(2, kH, kW)));
   const std::vector<uint8_t> src = coordinate_image();
   std::vector<float> out(src.size());
   ImageAugment aug;
   aug.shift_x = 2, aug.shift_y = -1;
-  augment_image(out.data(), src.data(), 2, kH, kW, kScale, kShift, aug);
+  augment_image(out.data(), src.data(), 2, kH, kW, kScale, kShift, aug, scratch.data());
   for (int c = 0; c < 2; ++c)
     for (int y = 0; y < kH; ++y)
       for (int x = 0; x < kW; ++x) {
@@ -53,26 +54,29 @@ TEST_CASE("random crop shifts the image over zero padding", "[augment]") {
 }
 
 TEST_CASE("horizontal flip mirrors every row, after the crop", "[augment]") {
+  std::vector<uint8_t> scratch(size_t(augment_scratch_bytes(2, kH, kW)));
   const std::vector<uint8_t> src = coordinate_image();
   std::vector<float> out(src.size());
   ImageAugment aug;
   aug.flip = true;
-  augment_image(out.data(), src.data(), 2, kH, kW, kScale, kShift, aug);
+  augment_image(out.data(), src.data(), 2, kH, kW, kScale, kShift, aug, scratch.data());
   for (int c = 0; c < 2; ++c)
     for (int y = 0; y < kH; ++y)
       for (int x = 0; x < kW; ++x) CHECK(at(out, c, y, x) == float(100 * c + 10 * y + (kW - 1 - x)));
   aug.shift_x = 1;  // flip of the crop: out(y, x) = src(y, W-1-x + 1)
-  augment_image(out.data(), src.data(), 2, kH, kW, kScale, kShift, aug);
+  augment_image(out.data(), src.data(), 2, kH, kW, kScale, kShift, aug, scratch.data());
   CHECK(at(out, 0, 0, 0) == 0.0f);  // src x = 8 is padding
   CHECK(at(out, 0, 0, 1) == float(kW - 1));
 }
 
 TEST_CASE("random erasing overwrites exactly its rectangle with noise", "[augment]") {
+  std::vector<uint8_t> scratch(size_t(augment_scratch_bytes(2, kH, kW)));
   const std::vector<uint8_t> src = coordinate_image();
   DataConfig config;
   config.erasing = 1.0f;
   std::vector<float> plain(src.size()), out(src.size());
-  augment_image(plain.data(), src.data(), 2, kH, kW, kScale, kShift, ImageAugment{});
+  augment_image(plain.data(), src.data(), 2, kH, kW, kScale, kShift, ImageAugment{},
+                scratch.data());
   int erased_images = 0;
   for (int slot = 0; slot < 50; ++slot) {
     const ImageAugment aug = draw_image_augment(config, kH, kW, 7, 3, slot);
@@ -85,7 +89,7 @@ TEST_CASE("random erasing overwrites exactly its rectangle with noise", "[augmen
     const float area = float(aug.erase_w * aug.erase_h) / (kH * kW);
     CHECK(area >= 0.02f * 0.5f);  // rounding of the sides on a tiny image
     CHECK(area <= 1.0f / 3.0f * 1.6f);
-    augment_image(out.data(), src.data(), 2, kH, kW, kScale, kShift, aug);
+    augment_image(out.data(), src.data(), 2, kH, kW, kScale, kShift, aug, scratch.data());
     for (int c = 0; c < 2; ++c)
       for (int y = 0; y < kH; ++y)
         for (int x = 0; x < kW; ++x) {

@@ -192,18 +192,19 @@ TEST_CASE("TrivialAugment draws one of the fourteen operations per image, and on
 TEST_CASE("augment_image applies TrivialAugment after the crop and flip, before normalising",
           "[augment][trivial]") {
   const int H = 4, W = 4;
+  std::vector<uint8_t> scratch(size_t(augment_scratch_bytes(1, H, W)));
   const std::vector<uint8_t> img = numbered(H, W);
   const float scale = 0.5f, shift = -1.0f;
   ImageAugment aug;
   aug.shift_x = 1;  // the crop brings in a black column on the right
   std::vector<float> plain(img.size()), identity(img.size()), solarized(img.size());
-  augment_image(plain.data(), img.data(), 1, H, W, &scale, &shift, aug);
+  augment_image(plain.data(), img.data(), 1, H, W, &scale, &shift, aug, scratch.data());
   aug.trivial = op(TrivialOp::identity, 0);
-  augment_image(identity.data(), img.data(), 1, H, W, &scale, &shift, aug);
+  augment_image(identity.data(), img.data(), 1, H, W, &scale, &shift, aug, scratch.data());
   CHECK(identity == plain);
   // Solarizing at 0 inverts every pixel, the crop's black one too: it acted after the crop.
   aug.trivial = op(TrivialOp::solarize, 0.0f);
-  augment_image(solarized.data(), img.data(), 1, H, W, &scale, &shift, aug);
+  augment_image(solarized.data(), img.data(), 1, H, W, &scale, &shift, aug, scratch.data());
   for (int y = 0; y < H; ++y)
     for (int x = 0; x < W; ++x) {
       const int pixel = x + 1 < W ? img[size_t(y * W + x + 1)] : 0;

@@ -33,8 +33,10 @@ ImageAugment draw_image_augment(const DataConfig& data, int H, int W, uint64_t s
 // with noise in the normalised space (timm's RandomErasing in "pixel" mode, which acts
 // after normalisation).
 // scale[c] and shift[c] map a pixel value to its normalised value: v * scale + shift.
+// `pixels` is the caller's scratch of augment_scratch_bytes(C, H, W).
 void augment_image(float* out, const uint8_t* src, int C, int H, int W, const float* scale,
-                   const float* shift, const ImageAugment& aug);
+                   const float* shift, const ImageAugment& aug, uint8_t* pixels);
+inline int64_t augment_scratch_bytes(int C, int H, int W) { return 2 * int64_t(C) * H * W; }
 
 // Mixing of a whole batch: image b is mixed with image B-1-b (timm's flipped-batch pairing,
 // which needs no second batch).

@@ -51,6 +51,7 @@ class TrainBatches {
   Normaliser normaliser_;
   int64_t order_epoch_ = -1;  // the epoch `order_` belongs to
   std::vector<int64_t> order_;
+  std::vector<uint8_t> augment_scratch_;  // augment_image's pixels, one image at a time
 };
 
 // Runs `make(s + 1, batch)` on its own thread while step s trains.
