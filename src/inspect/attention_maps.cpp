@@ -7,6 +7,7 @@
 #include "minivit/core/error.h"
 #include "minivit/core/progress.h"
 #include "minivit/data/dataset.h"
+#include "minivit/formats/config_file.h"
 #include "minivit/model/predict.h"
 
 namespace minivit {
@@ -273,7 +274,7 @@ nlohmann::ordered_json attention_summary(const SummaryInputs& in) {
                      {"probability", top5[0]["probability"]}, {"top5", top5}};
   j["input"] = in.source;
   j["layers"] = L, j["heads"] = H, j["tokens"] = T, j["grid"] = G;
-  j["pool"] = pool == PoolKind::cls ? "cls" : pool == PoolKind::mean ? "mean" : "seq";
+  j["pool"] = config_name(pool);
   j["readout"] = texts.readout;
 
   j["entropy_over"] = texts.entropy_over;

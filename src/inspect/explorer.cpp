@@ -7,6 +7,7 @@
 #include "explorer_template.h"  // kExplorerTemplate: src/inspect/explorer.html
 #include "minivit/core/error.h"
 #include "minivit/core/progress.h"
+#include "minivit/formats/config_file.h"
 
 namespace minivit {
 namespace {
@@ -68,7 +69,7 @@ nlohmann::ordered_json explorer_data(const ExplorerPage& p) {
   j["heads"] = m.heads;
   j["tokens"] = m.tokens();
   j["cls"] = m.has_cls_token();
-  j["pool"] = m.pool == PoolKind::cls ? "cls" : m.pool == PoolKind::mean ? "mean" : "seq";
+  j["pool"] = config_name(m.pool);
   j["attention_form"] = p.attention_form;
   j["attention"] = floats_base64(e.maps.att);
   j["rollout_defaults"] = {{"fusion", fusion_name(p.fusion)}, {"discard", p.discard}};
