@@ -28,17 +28,24 @@ static nlohmann::json check_eval_repeats_training(TempDir& dir, const std::strin
   return evaluated;
 }
 
+// Trains the tiny config for 20 steps on 12x12 grey images (3x3 patches of 4x4) with the
+// model form `sets`; returns the run directory.
+static std::string train_tiny_form(TempDir& dir, const std::string& sets) {
+  const std::string data = dir.str("data"), out = dir.str("run"), config = dir.str("tiny.toml");
+  write_tiny_idx_dataset(data, 320, 96, 12, 4);
+  write_text(config, tiny_config_toml(data, out, 12, 4));
+  const RunResult train =
+      run_minivit("train --config " + config + " " + sets + " --set train.max_steps=20");
+  INFO(train.err);
+  REQUIRE(train.exit_code == 0);
+  return out;
+}
+
 TEST_CASE("train, eval, attention and info with mean pooling and the sincos2d table",
           "[cli][forms]") {
   TempDir dir("forms_cli");
-  const std::string data = dir.str("data"), out = dir.str("run"), config = dir.str("tiny.toml");
-  write_tiny_idx_dataset(data, 320, 96, 12, 4);  // 12x12 images: 3x3 patches of 4x4
-  write_text(config, tiny_config_toml(data, out, 12, 4));
-  const RunResult train = run_minivit("train --config " + config +
-                                      " --set model.pool=mean --set model.pos_embed=sincos2d"
-                                      " --set train.max_steps=20");
-  INFO(train.err);
-  REQUIRE(train.exit_code == 0);
+  const std::string out =
+      train_tiny_form(dir, "--set model.pool=mean --set model.pos_embed=sincos2d");
 
   // The checkpoint: timm's avg-pool layout, and the table as it was written at init.
   const std::string last = out + "/last.safetensors";
@@ -108,13 +115,7 @@ TEST_CASE("train, eval, attention and info with mean pooling and the sincos2d ta
 
 TEST_CASE("train, eval, info and resume with shifted patches", "[cli][forms]") {
   TempDir dir("shifted_cli");
-  const std::string data = dir.str("data"), out = dir.str("run"), config = dir.str("tiny.toml");
-  write_tiny_idx_dataset(data, 320, 96, 12, 4);  // 12x12 grey images: 3x3 patches of 4x4
-  write_text(config, tiny_config_toml(data, out, 12, 4));
-  const RunResult train = run_minivit("train --config " + config +
-                                      " --set model.patch_embed=shifted --set train.max_steps=20");
-  INFO(train.err);
-  REQUIRE(train.exit_code == 0);
+  const std::string out = train_tiny_form(dir, "--set model.patch_embed=shifted");
 
   // The projection takes the image's channel and its four shifted copies.
   const std::string last = out + "/last.safetensors";
@@ -139,13 +140,8 @@ TEST_CASE("train, eval, info and resume with shifted patches", "[cli][forms]") {
 
 TEST_CASE("train, eval, attention, info and resume with a conv stem", "[cli][forms]") {
   TempDir dir("conv_stem_cli");
-  const std::string data = dir.str("data"), out = dir.str("run"), config = dir.str("tiny.toml");
-  write_tiny_idx_dataset(data, 320, 96, 12, 4);  // 12x12 grey images: 3x3 patches of 4x4
-  write_text(config, tiny_config_toml(data, out, 12, 4));
-  const std::string stem = " --set model.patch_embed=conv --set model.stem_channels=8";
-  const RunResult train = run_minivit("train --config " + config + stem + " --set train.max_steps=20");
-  INFO(train.err);
-  REQUIRE(train.exit_code == 0);
+  const std::string out =
+      train_tiny_form(dir, "--set model.patch_embed=conv --set model.stem_channels=8");
 
   // Two stride-2 convolutions (12 -> 6 -> 3 pixels a side), then the 1x1 projection.
   const std::string last = out + "/last.safetensors";
@@ -189,13 +185,7 @@ TEST_CASE("train, eval, attention, info and resume with a conv stem", "[cli][for
 
 TEST_CASE("train, eval, attention, info and resume with sequence pooling", "[cli][forms]") {
   TempDir dir("seq_pool_cli");
-  const std::string data = dir.str("data"), out = dir.str("run"), config = dir.str("tiny.toml");
-  write_tiny_idx_dataset(data, 320, 96, 12, 4);  // 12x12 grey images: 3x3 patches of 4x4
-  write_text(config, tiny_config_toml(data, out, 12, 4));
-  const RunResult train = run_minivit("train --config " + config +
-                                      " --set model.pool=seq --set train.max_steps=20");
-  INFO(train.err);
-  REQUIRE(train.exit_code == 0);
+  const std::string out = train_tiny_form(dir, "--set model.pool=seq");
 
   // CCT's layout: `norm` on every token and the scores' projection; no CLS token.
   const std::string last = out + "/last.safetensors";
