@@ -7,7 +7,7 @@ namespace minivit {
   namespace level {                                                                         \
   void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,   \
             int lda, const float* B, int ldb, float beta, float* C, int ldc,                \
-            Products products);                                                             \
+            Products products, const GemmEpilogue& epilogue);                               \
   }
 MINIVIT_DECLARE_GEMM(isa_x86_64)
 MINIVIT_DECLARE_GEMM(isa_avx2)
@@ -17,14 +17,15 @@ MINIVIT_DECLARE_GEMM(isa_avx512)
 inline namespace dispatch {
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-          const float* B, int ldb, float beta, float* C, int ldc, Products products) {
+          const float* B, int ldb, float beta, float* C, int ldc, Products products,
+          const GemmEpilogue& epilogue) {
   auto* level = &isa_x86_64::gemm;  // OpenBLAS: its own dispatch does the rest
   if (products.kernels == GemmKernels::avx2) level = &isa_avx2::gemm;
   if (products.kernels == GemmKernels::avx512 || products.kernels == GemmKernels::amx)
     level = &isa_avx512::gemm;
   if (products.kernels != GemmKernels::openblas && !cpu_runs(products.kernels))
     level = &isa_x86_64::gemm, products = {GemmKernels::openblas, Precision::fp32};
-  level(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, products);
+  level(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, products, epilogue);
 }
 
 }  // namespace dispatch

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "minivit/core/error.h"
+
 #include "minivit/kernels/sgemm_avx2.h"
 #include "minivit/kernels/sgemm_avx512.h"
 #include "minivit/kernels/threads.h"
@@ -12,34 +14,69 @@
 namespace minivit {
 MINIVIT_ISA_BEGIN
 
+// The epilogue as separate passes, for kernels that do not fuse it: a bias alone seeds C
+// before the product (the product then adds onto it), a residual and its bias are added
+// after it, so the sums round as the fused kernels round them.
+static void seed_bias(const GemmEpilogue& e, int M, int N, float* C, int ldc) {
+  for (int i = 0; i < M; ++i) std::copy_n(e.bias, N, C + int64_t(i) * ldc);
+}
+
+static void add_residual(const GemmEpilogue& e, int M, int N, float* C, int ldc) {
+  for (int i = 0; i < M; ++i) {
+    float* c = C + int64_t(i) * ldc;
+    const float* x = e.residual + i * e.ld_residual;
+    if (e.bias) {
+#pragma omp simd
+      for (int j = 0; j < N; ++j) c[j] = x[j] + c[j] + e.bias[j];
+    } else {
+#pragma omp simd
+      for (int j = 0; j < N; ++j) c[j] = x[j] + c[j];
+    }
+  }
+}
+
 // One product on the calling thread. Each level holds the kernels it can run (isa.h); a
 // request for kernels of another level, which Compute never makes, goes to OpenBLAS.
 static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                          const float* A, int lda, const float* B, int ldb, float beta, float* C,
-                         int ldc, Products products) {
+                         int ldc, Products products, const GemmEpilogue& e) {
   [[maybe_unused]] const bool bf16 = products.precision == Precision::bf16;
 #if MINIVIT_ISA_LEVEL == 2
-  if (bf16 && products.kernels == GemmKernels::amx)
-    return sgemm_amx_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const bool amx_tiles = bf16 && products.kernels == GemmKernels::amx;
   if (bf16 && products.kernels == GemmKernels::avx512 && cpu_has_avx512_bf16())
-    return sgemm_avx512_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  if (products.kernels == GemmKernels::avx512 || products.kernels == GemmKernels::amx)
-    return sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return sgemm_avx512_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
+  if (!amx_tiles &&
+      (products.kernels == GemmKernels::avx512 || products.kernels == GemmKernels::amx))
+    return sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
 #elif MINIVIT_ISA_LEVEL == 1
   if (products.kernels == GemmKernels::avx2)
-    return sgemm_avx2(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return sgemm_avx2(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
 #endif
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
-              ldc);
+  // The AMX tiles and OpenBLAS store C as it is: the epilogue runs around them.
+  if (e.bias && !e.residual) {
+    seed_bias(e, M, N, C, ldc);
+    beta = 1.0f;
+  }
+#if MINIVIT_ISA_LEVEL == 2
+  if (amx_tiles)
+    sgemm_amx_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else
+#endif
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                ldc);
+  if (e.residual) add_residual(e, M, N, C, ldc);
 }
 
 // Below this many multiply-adds a split costs more in synchronisation than it saves.
 static constexpr double kMinSplitWork = 1 << 18;
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-          const float* B, int ldb, float beta, float* C, int ldc, Products products) {
+          const float* B, int ldb, float beta, float* C, int ldc, Products products,
+          const GemmEpilogue& epilogue) {
   if (M <= 0 || N <= 0) return;
+  if ((epilogue.bias || epilogue.residual) && beta != 0.0f)
+    throw Error("gemm: an epilogue (bias or residual) needs beta = 0");
   // The cut depends on the shape and the machine alone, never on the thread count:
   // OpenBLAS's kernels round the last rows or columns of a call (its size modulo their
   // unroll) in another order, so a cut that moved with the thread count would move the
@@ -56,7 +93,8 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
   const bool nested = omp_in_parallel();
   const int threads = nested ? 1 : std::min(omp_get_max_threads(), parts);
   if (parts == 1 || (threads == 1 && products.kernels != GemmKernels::openblas)) {
-    serial_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, products);
+    serial_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, products,
+                 epilogue);
     return;
   }
   // Contiguous blocks of rows (or columns) of C, each computed by exactly one thread.
@@ -64,14 +102,18 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
     const int begin = int(int64_t(extent) * part / parts);
     const int end = int(int64_t(extent) * (part + 1) / parts);
     if (end <= begin) return;
+    GemmEpilogue part_epilogue = epilogue;
     if (split_rows) {
       const float* A_part = trans_a ? A + begin : A + int64_t(begin) * lda;
+      if (epilogue.residual) part_epilogue.residual += begin * epilogue.ld_residual;
       serial_sgemm(trans_a, trans_b, end - begin, N, K, alpha, A_part, lda, B, ldb, beta,
-                   C + int64_t(begin) * ldc, ldc, products);
+                   C + int64_t(begin) * ldc, ldc, products, part_epilogue);
     } else {
       const float* B_part = trans_b ? B + int64_t(begin) * ldb : B + begin;
+      if (epilogue.residual) part_epilogue.residual += begin;
+      if (epilogue.bias) part_epilogue.bias += begin;
       serial_sgemm(trans_a, trans_b, M, end - begin, K, alpha, A, lda, B_part, ldb, beta,
-                   C + begin, ldc, products);
+                   C + begin, ldc, products, part_epilogue);
     }
   };
   if (threads == 1) {

@@ -36,14 +36,19 @@ struct Avx2 {
   static Vec broadcast(float x) { return _mm256_set1_ps(x); }
   static Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
 
-  // C = alpha * acc + beta * C over the tile's first `cols` columns; beta == 0 never reads C.
+  // C = alpha * acc + beta * C (+ residual) (+ bias) over the tile's first `cols` columns;
+  // beta == 0 never reads C.
   // Whole rows of 16 are stored plainly: masked stores are slow on some of these CPUs, and
   // only a ragged right edge needs them.
   template <int kRows>
   static void store(const Vec (&acc)[kRows][kVecs], float* C, int ldc, int cols, float alpha,
-                    float beta) {
+                    float beta, const TileEpilogue& ep) {
     const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
     if (cols == kLanes * kVecs) {
+      __m256 bias[kVecs];
+#pragma GCC unroll 2
+      for (int v = 0; v < kVecs; ++v)
+        bias[v] = ep.bias ? _mm256_loadu_ps(ep.bias + kLanes * v) : _mm256_setzero_ps();
 #pragma GCC unroll 16
       for (int r = 0; r < kRows; ++r) {
         float* c = C + int64_t(r) * ldc;
@@ -51,6 +56,10 @@ struct Avx2 {
         for (int v = 0; v < kVecs; ++v) {
           __m256 out = _mm256_mul_ps(va, acc[r][v]);
           if (beta != 0.0f) out = _mm256_fmadd_ps(vb, _mm256_loadu_ps(c + kLanes * v), out);
+          if (ep.residual)
+            out = _mm256_add_ps(
+                _mm256_loadu_ps(ep.residual + int64_t(r) * ep.ld_residual + kLanes * v), out);
+          if (ep.bias) out = _mm256_add_ps(out, bias[v]);
           _mm256_storeu_ps(c + kLanes * v, out);
         }
       }
@@ -67,6 +76,11 @@ struct Avx2 {
         __m256 out = _mm256_mul_ps(va, acc[r][v]);
         if (beta != 0.0f)
           out = _mm256_fmadd_ps(vb, _mm256_maskload_ps(c + kLanes * v, mask[v]), out);
+        if (ep.residual)
+          out = _mm256_add_ps(
+              _mm256_maskload_ps(ep.residual + int64_t(r) * ep.ld_residual + kLanes * v, mask[v]),
+              out);
+        if (ep.bias) out = _mm256_add_ps(out, _mm256_maskload_ps(ep.bias + kLanes * v, mask[v]));
         _mm256_maskstore_ps(c + kLanes * v, mask[v], out);
       }
     }
@@ -76,8 +90,10 @@ struct Avx2 {
 }  // namespace
 
 void sgemm_avx2(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-                int lda, const float* B, int ldb, float beta, float* C, int ldc) {
-  sgemm_blocked::sgemm_any<Avx2>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+                int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                const GemmEpilogue& epilogue) {
+  sgemm_blocked::sgemm_any<Avx2>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                                 epilogue);
 }
 
 MINIVIT_ISA_END

@@ -32,17 +32,18 @@ struct Avx512 {
   static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
   template <int kRows>
   static void store(const Vec (&acc)[kRows][kVecs], float* C, int ldc, int cols, float alpha,
-                    float beta) {
-    store_tile<kRows, kVecs>(acc, C, ldc, cols, alpha, beta);
+                    float beta, const TileEpilogue& ep) {
+    store_tile<kRows, kVecs>(acc, C, ldc, cols, alpha, beta, ep);
   }
 };
 
 }  // namespace
 
 void sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-                  int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+                  int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                  const GemmEpilogue& epilogue) {
   sgemm_blocked::sgemm_any<Avx512>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                                   ldc);
+                                   ldc, epilogue);
 }
 
 MINIVIT_ISA_END

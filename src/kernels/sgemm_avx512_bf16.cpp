@@ -38,10 +38,11 @@ constexpr int kMc = 96;           // rows of op(A) per packed block, 48 KB
 constexpr int kPackPanels = 4;    // panels of op(B) packed at a time, 128 KB
 
 // C[0:kRows, 0:cols] = alpha * op(A) . panel + beta * C over kp_count pairs, with op(A)'s
-// pair (r, kp) at a[kp * lda + r] (kTransA) or a[r * lda + kp]. beta == 0 never reads C.
+// pair (r, kp) at a[kp * lda + r] (kTransA) or a[r * lda + kp]. beta == 0 never reads C; ep
+// adds the residual and the bias (tile_epilogue.h).
 template <int kRows, bool kTransA>
 void tile(const Pair* a, int lda, const Pair* panel, int kp_count, float* C, int ldc, int cols,
-          float alpha, float beta) {
+          float alpha, float beta, const TileEpilogue& ep) {
   __m512 acc[kRows][kVecs];
 #pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r)
@@ -60,27 +61,31 @@ void tile(const Pair* a, int lda, const Pair* panel, int kp_count, float* C, int
       for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], ar, b[v]);
     }
   }
-  store_tile<kRows, kVecs>(acc, C, ldc, cols, alpha, beta);
+  store_tile<kRows, kVecs>(acc, C, ldc, cols, alpha, beta, ep);
 }
 
 template <bool kTransA, int kRows = kMr>
 void tile_rows(int rows, const Pair* a, int lda, const Pair* panel, int kp_count, float* C,
-               int ldc, int cols, float alpha, float beta) {
+               int ldc, int cols, float alpha, float beta, const TileEpilogue& ep) {
   if constexpr (kRows >= 1) {
-    if (rows == kRows) return tile<kRows, kTransA>(a, lda, panel, kp_count, C, ldc, cols, alpha, beta);
-    return tile_rows<kTransA, kRows - 1>(rows, a, lda, panel, kp_count, C, ldc, cols, alpha, beta);
+    if (rows == kRows)
+      return tile<kRows, kTransA>(a, lda, panel, kp_count, C, ldc, cols, alpha, beta, ep);
+    return tile_rows<kTransA, kRows - 1>(rows, a, lda, panel, kp_count, C, ldc, cols, alpha, beta,
+                                         ep);
   }
 }
 
 template <bool kTransA>
 void sgemm_blocked(int M, int N, int K, float alpha, const float* A, int lda, bool trans_b,
-                   const float* B, int ldb, float beta, float* C, int ldc) {
+                   const float* B, int ldb, float beta, float* C, int ldc,
+                   const GemmEpilogue& epilogue) {
   alignas(64) Pair packed_b[kPackPanels * (kKc / 2) * kNr];
   alignas(64) Pair packed_a[kMc * (kKc / 2)];
   const int panels = (N + kNr - 1) / kNr;
   for (int k0 = 0; k0 < K; k0 += kKc) {
     const int kc = std::min(kKc, K - k0), kp_count = (kc + 1) / 2;
     const float block_beta = k0 == 0 ? beta : 1.0f;  // later blocks add to the first's sum
+    const bool first_block = k0 == 0, last_block = k0 + kc >= K;
     for (int p0 = 0; p0 < panels; p0 += kPackPanels) {
       const int p1 = std::min(panels, p0 + kPackPanels), j_first = p0 * kNr;
       const float* b_first = trans_b ? B + int64_t(j_first) * ldb : B + j_first;
@@ -98,8 +103,10 @@ void sgemm_blocked(int M, int N, int K, float alpha, const float* A, int lda, bo
           const Pair* panel = packed_b + int64_t(p - p0) * kp_count * kNr;
           for (int i = 0; i < rows; i += kMr) {
             const Pair* a = kTransA ? packed_a + i : packed_a + int64_t(i) * lda_packed;
-            tile_rows<kTransA>(std::min(kMr, rows - i), a, lda_packed, panel, kp_count,
-                               C + int64_t(i0 + i) * ldc + j0, ldc, cols, alpha, block_beta);
+            tile_rows<kTransA>(
+                std::min(kMr, rows - i), a, lda_packed, panel, kp_count,
+                C + int64_t(i0 + i) * ldc + j0, ldc, cols, alpha, block_beta,
+                tile_epilogue(epilogue, i0 + i, j0, first_block, last_block));
           }
         }
       }
@@ -111,12 +118,13 @@ void sgemm_blocked(int M, int N, int K, float alpha, const float* A, int lda, bo
 
 void sgemm_avx512_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                        const float* A, int lda, const float* B, int ldb, float beta, float* C,
-                       int ldc) {
-  if (K <= 0) return sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+                       int ldc, const GemmEpilogue& epilogue) {
+  if (K <= 0)
+    return sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue);
   if (trans_a)
-    sgemm_blocked<true>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc);
+    sgemm_blocked<true>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc, epilogue);
   else
-    sgemm_blocked<false>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc);
+    sgemm_blocked<false>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc, epilogue);
 }
 
 MINIVIT_ISA_END

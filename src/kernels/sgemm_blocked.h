@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "minivit/kernels/isa.h"
+#include "tile_epilogue.h"
 
 namespace minivit {
 MINIVIT_ISA_BEGIN
@@ -51,10 +52,10 @@ void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int N, float*
 
 // C[0:kRows, 0:cols] = alpha * op(A)[0:kRows, 0:kc] . panel + beta * C, with op(A)(r, k)
 // at a[k * lda + r] (kTransA) or a[r * lda + k], and the panel's row k at panel + k * ldp.
-// beta == 0 never reads C.
+// beta == 0 never reads C; ep adds the residual and the bias (tile_epilogue.h).
 template <class Isa, int kRows, bool kTransA>
 void tile(const float* a, int lda, const float* panel, int ldp, int kc, float* C, int ldc, int cols,
-          float alpha, float beta) {
+          float alpha, float beta, const TileEpilogue& ep) {
   constexpr int kVecs = Isa::kVecs, kLanes = Isa::kLanes;
   typename Isa::Vec acc[kRows][kVecs];
 #pragma GCC unroll 16
@@ -73,30 +74,32 @@ void tile(const float* a, int lda, const float* panel, int ldp, int kc, float* C
       for (int v = 0; v < kVecs; ++v) acc[r][v] = Isa::fma(ar, b[v], acc[r][v]);
     }
   }
-  Isa::template store<kRows>(acc, C, ldc, cols, alpha, beta);
+  Isa::template store<kRows>(acc, C, ldc, cols, alpha, beta, ep);
 }
 
 // Tiles of Isa::kMr rows, and one of `rows` < kMr at the bottom edge.
 template <class Isa, bool kTransA, int kRows = Isa::kMr>
 void tile_rows(int rows, const float* a, int lda, const float* panel, int ldp, int kc, float* C,
-               int ldc, int cols, float alpha, float beta) {
+               int ldc, int cols, float alpha, float beta, const TileEpilogue& ep) {
   if constexpr (kRows >= 1) {
     if (rows == kRows)
-      return tile<Isa, kRows, kTransA>(a, lda, panel, ldp, kc, C, ldc, cols, alpha, beta);
+      return tile<Isa, kRows, kTransA>(a, lda, panel, ldp, kc, C, ldc, cols, alpha, beta, ep);
     return tile_rows<Isa, kTransA, kRows - 1>(rows, a, lda, panel, ldp, kc, C, ldc, cols, alpha,
-                                              beta);
+                                              beta, ep);
   }
 }
 
 template <class Isa, bool kTransA>
 void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans_b,
-           const float* B, int ldb, float beta, float* C, int ldc) {
+           const float* B, int ldb, float beta, float* C, int ldc, const GemmEpilogue& epilogue) {
   constexpr int kNr = Isa::kLanes * Isa::kVecs, kKc = Isa::kKc, kMc = Isa::kMc, kMr = Isa::kMr;
-  if (K <= 0) {  // an empty sum: C = beta * C, as BLAS defines it
+  if (K <= 0) {  // an empty sum: C = beta * C, as BLAS defines it, then the epilogue
     for (int i = 0; i < M; ++i)
       for (int j = 0; j < N; ++j) {
         float& c = C[int64_t(i) * ldc + j];
         c = beta == 0.0f ? 0.0f : beta * c;
+        if (epilogue.residual) c = epilogue.residual[i * epilogue.ld_residual + j] + c;
+        if (epilogue.bias) c = c + epilogue.bias[j];
       }
     return;
   }
@@ -113,6 +116,7 @@ void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans
   for (int k0 = 0; k0 < K; k0 += kKc) {
     const int kc = std::min(kKc, K - k0);
     const float block_beta = k0 == 0 ? beta : 1.0f;  // later blocks add to the first's sum
+    const bool first_block = k0 == 0, last_block = k0 + kc >= K;
     for (int p0 = 0; p0 < panels; p0 += group) {
       const int p1 = std::min(panels, p0 + group);
       if (!in_place) {
@@ -129,7 +133,8 @@ void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans
           for (int i = i0; i < i1; i += kMr) {
             const float* a = kTransA ? A + int64_t(k0) * lda + i : A + int64_t(i) * lda + k0;
             tile_rows<Isa, kTransA>(std::min(kMr, i1 - i), a, lda, panel, ldp, kc,
-                                    C + int64_t(i) * ldc + j0, ldc, cols, alpha, block_beta);
+                                    C + int64_t(i) * ldc + j0, ldc, cols, alpha, block_beta,
+                                    tile_epilogue(epilogue, i, j0, first_block, last_block));
           }
         }
       }
@@ -140,11 +145,12 @@ void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans
 // The entry point of a kernel set: op(A) transposed or not picks the tile's reads.
 template <class Isa>
 void sgemm_any(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+               int lda, const float* B, int ldb, float beta, float* C, int ldc,
+               const GemmEpilogue& epilogue) {
   if (trans_a)
-    sgemm<Isa, true>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc);
+    sgemm<Isa, true>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc, epilogue);
   else
-    sgemm<Isa, false>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc);
+    sgemm<Isa, false>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc, epilogue);
 }
 
 }  // namespace sgemm_blocked

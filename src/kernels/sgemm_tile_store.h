@@ -1,19 +1,21 @@
 #pragma once
 // The end of a product kernel's tile, shared by the fp32 and bf16 kernels:
-// C[0:kRows, 0:cols] = alpha * acc + beta * C, where beta == 0 never reads C.
+// C[0:kRows, 0:cols] = alpha * acc + beta * C (+ residual) (+ bias), where beta == 0 never
+// reads C.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
 
 #include "minivit/kernels/isa.h"
+#include "tile_epilogue.h"
 
 namespace minivit {
 MINIVIT_ISA_BEGIN
 
 template <int kRows, int kVecs>
 inline void store_tile(const __m512 (&acc)[kRows][kVecs], float* C, int ldc, int cols,
-                       float alpha, float beta) {
+                       float alpha, float beta, const TileEpilogue& ep) {
   // Lanes of C to touch in each 16-column vector: all, some or none.
   __mmask16 mask[kVecs];
 #pragma GCC unroll 4
@@ -22,6 +24,10 @@ inline void store_tile(const __m512 (&acc)[kRows][kVecs], float* C, int ldc, int
     mask[v] = __mmask16((1u << in) - 1);
   }
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  __m512 bias[kVecs];
+#pragma GCC unroll 4
+  for (int v = 0; v < kVecs; ++v)
+    bias[v] = ep.bias ? _mm512_maskz_loadu_ps(mask[v], ep.bias + 16 * v) : _mm512_setzero_ps();
 #pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r) {
     float* c = C + int64_t(r) * ldc;
@@ -29,6 +35,11 @@ inline void store_tile(const __m512 (&acc)[kRows][kVecs], float* C, int ldc, int
     for (int v = 0; v < kVecs; ++v) {
       __m512 out = _mm512_mul_ps(va, acc[r][v]);
       if (beta != 0.0f) out = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], c + 16 * v), out);
+      if (ep.residual)
+        out = _mm512_add_ps(
+            _mm512_maskz_loadu_ps(mask[v], ep.residual + int64_t(r) * ep.ld_residual + 16 * v),
+            out);
+      if (ep.bias) out = _mm512_add_ps(out, bias[v]);
       _mm512_mask_storeu_ps(c + 16 * v, mask[v], out);
     }
   }

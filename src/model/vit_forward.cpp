@@ -29,21 +29,11 @@ MINIVIT_ISA_BEGIN
 
 using namespace vit_passes;
 
-// out = x + branch (+ bias on every row, when the branch's linear layer left it out):
-// the residual adds, with the bias fused in to save a pass over the branch.
-static void residual_add(float* out, const float* x, const float* branch, const float* bias,
-                         int64_t R, int D) {
+// out = x + branch: the residual add after a branch with dropout or drop path.
+static void residual_add(float* out, const float* x, const float* branch, int64_t R, int D) {
   for_ranges(R, R * D > 65536, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t o = r * D;
-      if (bias) {
 #pragma omp simd
-        for (int d = 0; d < D; ++d) out[o + d] = x[o + d] + branch[o + d] + bias[d];
-      } else {
-#pragma omp simd
-        for (int d = 0; d < D; ++d) out[o + d] = x[o + d] + branch[o + d];
-      }
-    }
+    for (int64_t i = r0 * D; i < r1 * D; ++i) out[i] = x[i] + branch[i];
   });
 }
 
@@ -138,17 +128,20 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
                         p_att, key(kSiteAttention), acts.attention_scratch, acts.attention_slots,
                         first_htt);
     }
-    // Without dropout or drop path the projection's bias is added in the residual pass
-    // instead.
-    const bool fuse_bias = p == 0.0f && p_block == 0.0f;
-    linear_forward(branch, att_out, bw.proj_w, fuse_bias ? nullptr : bw.proj_b, BT, D, D,
-                   products);
-    dropout_forward(branch, at(a.proj_mask, TD), branch, int64_t(BT) * D, p, key(kSiteProj),
-                    first_td);
-    if (p_block > 0.0f)
-      drop_path_forward(branch, at(a.path_scale_att, 1), n, TD, p_block, key(kSitePathAtt),
-                        first);
-    residual_add(resid_mid, x, branch, fuse_bias ? bw.proj_b : nullptr, BT, D);
+    // Without dropout or drop path on the branch, the projection adds the residual and its
+    // bias as it stores (linear_residual_forward).
+    const bool plain_branch = p == 0.0f && p_block == 0.0f;
+    if (plain_branch) {
+      linear_residual_forward(resid_mid, att_out, bw.proj_w, bw.proj_b, x, BT, D, D, products);
+    } else {
+      linear_forward(branch, att_out, bw.proj_w, bw.proj_b, BT, D, D, products);
+      dropout_forward(branch, at(a.proj_mask, TD), branch, int64_t(BT) * D, p, key(kSiteProj),
+                      first_td);
+      if (p_block > 0.0f)
+        drop_path_forward(branch, at(a.path_scale_att, 1), n, TD, p_block, key(kSitePathAtt),
+                          first);
+      residual_add(resid_mid, x, branch, BT, D);
+    }
 
     // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
     layernorm_forward(ln2, at(a.ln2_mean, T), at(a.ln2_rstd, T), resid_mid, bw.norm2_w,
@@ -157,14 +150,17 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     bias_gelu_forward(fc2_in, fc1, bw.fc1_b, BT, M);
     dropout_forward(fc2_in, at(a.gelu_mask, TM), fc2_in, int64_t(BT) * M, p, key(kSiteGelu),
                     first_tm);
-    linear_forward(branch, fc2_in, bw.fc2_w, fuse_bias ? nullptr : bw.fc2_b, BT, M, D,
-                   products);
-    dropout_forward(branch, at(a.fc2_mask, TD), branch, int64_t(BT) * D, p, key(kSiteFc2),
-                    first_td);
-    if (p_block > 0.0f)
-      drop_path_forward(branch, at(a.path_scale_mlp, 1), n, TD, p_block, key(kSitePathMlp),
-                        first);
-    residual_add(x_next, resid_mid, branch, fuse_bias ? bw.fc2_b : nullptr, BT, D);
+    if (plain_branch) {
+      linear_residual_forward(x_next, fc2_in, bw.fc2_w, bw.fc2_b, resid_mid, BT, M, D, products);
+    } else {
+      linear_forward(branch, fc2_in, bw.fc2_w, bw.fc2_b, BT, M, D, products);
+      dropout_forward(branch, at(a.fc2_mask, TD), branch, int64_t(BT) * D, p, key(kSiteFc2),
+                      first_td);
+      if (p_block > 0.0f)
+        drop_path_forward(branch, at(a.path_scale_mlp, 1), n, TD, p_block, key(kSitePathMlp),
+                          first);
+      residual_add(x_next, resid_mid, branch, BT, D);
+    }
   }
 
   // The head reads one row per image, the CLS token's or the mean of all tokens, so the

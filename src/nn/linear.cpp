@@ -1,31 +1,24 @@
 #include "minivit/nn/linear.h"
 
-#include <omp.h>
-
 #include <cstdint>
 #include <cstddef>
 #include <algorithm>
 
 #include "minivit/kernels/gemm.h"
-#include "minivit/kernels/threads.h"
 
 namespace minivit {
 MINIVIT_ISA_BEGIN
 
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int R,
                     int I, int O, Products products) {
-  float beta = 0.0f;
-  if (bias) {
-    // Seed every output row with the bias so the product can accumulate onto it.
-    for_ranges(R, int64_t(R) * O > 65536, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        float* row = out + r * O;
-        for (int o = 0; o < O; ++o) row[o] = bias[o];
-      }
-    });
-    beta = 1.0f;
-  }
-  gemm(false, true, R, O, I, 1.0f, inp, I, weight, I, beta, out, O, products);
+  gemm(false, true, R, O, I, 1.0f, inp, I, weight, I, 0.0f, out, O, products,
+       GemmEpilogue{bias, nullptr, 0});
+}
+
+void linear_residual_forward(float* out, const float* inp, const float* weight, const float* bias,
+                             const float* residual, int R, int I, int O, Products products) {
+  gemm(false, true, R, O, I, 1.0f, inp, I, weight, I, 0.0f, out, O, products,
+       GemmEpilogue{bias, residual, O});
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,

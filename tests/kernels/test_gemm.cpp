@@ -197,6 +197,70 @@ TEST_CASE("each set of kernels runs where the CPU has what it needs, at its leve
   }
 }
 
+// The epilogue (a bias, a residual, or both) against the passes it replaces: C seeded with
+// the bias before a product with beta = 1, or the residual and then the bias added to the
+// product afterwards. Equal bit for bit, over tile edges, several blocks of k and both cuts
+// of a product split across threads.
+static void check_epilogue(const Compute& compute, Precision precision, int M, int N, int K,
+                           bool with_bias, bool with_residual) {
+  const int ldc = N + 3, ldr = N + 5;
+  auto A = minivit_test::random_vector(int64_t(M) * K, 1.0f, 6);
+  auto B = minivit_test::random_vector(int64_t(N) * K, 1.0f, 7);
+  auto bias = minivit_test::random_vector(N, 1.0f, 8);
+  auto residual = minivit_test::random_vector(int64_t(M) * ldr, 1.0f, 9);
+  const Products products{compute.kernels, precision};
+  std::vector<float> fused(size_t(M) * ldc, std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> passes(size_t(M) * ldc);
+  GemmEpilogue epilogue;
+  if (with_bias) epilogue.bias = bias.data();
+  if (with_residual) epilogue.residual = residual.data(), epilogue.ld_residual = ldr;
+  gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, fused.data(), ldc, products,
+       epilogue);
+  if (with_bias && !with_residual) {
+    for (int i = 0; i < M; ++i) std::copy_n(bias.data(), N, passes.data() + size_t(i) * ldc);
+    gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 1.0f, passes.data(), ldc,
+         products);
+  } else {
+    gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, passes.data(), ldc,
+         products);
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        float& c = passes[size_t(i) * ldc + j];
+        c = residual[size_t(i) * ldr + j] + c;
+        if (with_bias) c = c + bias[size_t(j)];
+      }
+  }
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j)
+      if (!(fused[size_t(i) * ldc + j] == passes[size_t(i) * ldc + j])) {
+        INFO(compute.kernels_name() << (precision == Precision::bf16 ? " bf16" : "") << " M "
+                                    << M << " N " << N << " K " << K << " bias " << with_bias
+                                    << " residual " << with_residual << " at " << i << "," << j);
+        REQUIRE(fused[size_t(i) * ldc + j] == passes[size_t(i) * ldc + j]);
+      }
+  for (int i = 0; i < M; ++i) REQUIRE(std::isnan(fused[size_t(i) * ldc + N]));  // padding
+}
+
+TEST_CASE("gemm's epilogue adds a bias and a residual as separate passes would, bit for bit",
+          "[gemm]") {
+  for_each_gemm_kernels([](const Compute& compute) {
+    for (Precision precision : {Precision::fp32, Precision::bf16})
+      for (auto [bias, residual] : {std::pair{true, false}, {false, true}, {true, true}}) {
+        check_epilogue(compute, precision, 7, 5, 3, bias, residual);
+        check_epilogue(compute, precision, 97, 65, 129, bias, residual);  // edges, 2 blocks of k
+        check_epilogue(compute, precision, 19, 150, 300, bias, residual);  // 3 blocks, 2 groups
+        check_epilogue(compute, precision, 1300, 96, 64, bias, residual);  // split by rows
+        check_epilogue(compute, precision, 64, 1300, 96, bias, residual);  // split by columns
+      }
+  });
+  const auto compute = Compute::automatic();
+  std::vector<float> one(1, 1.0f), c(1, 0.0f);
+  const GemmEpilogue bias_only{one.data(), nullptr, 0};
+  CHECK_THROWS_WITH(gemm(false, false, 1, 1, 1, 1.0f, one.data(), 1, one.data(), 1, 1.0f,
+                         c.data(), 1, {compute.kernels}, bias_only),
+                    "gemm: an epilogue (bias or residual) needs beta = 0");
+}
+
 TEST_CASE("gemm results do not depend on the thread count", "[gemm]") {
   for_each_gemm_kernels([](const Compute& compute) {
     for (Precision precision : {Precision::fp32, Precision::bf16}) {

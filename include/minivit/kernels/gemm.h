@@ -23,11 +23,28 @@
 #include "minivit/kernels/compute.h"
 #include "minivit/kernels/isa.h"
 
+#include <cstdint>
+
 namespace minivit {
+
+// What a product adds to C as it stores it, so that no pass over C afterwards has to:
+//   C = alpha op(A) op(B) + beta C (+ residual) (+ bias)
+// bias: [N], added to every row of C; residual: (M, N) at ld_residual, another matrix added
+// element by element (a block's input, in the residual connections). Both are summed in the
+// order the separate passes would have summed them, so fusing changes no bit: without a
+// residual the bias joins the first block of k (as a C seeded with the bias would), with one
+// the bias comes last, after the whole product and the residual.
+struct GemmEpilogue {
+  const float* bias = nullptr;      // [N]
+  const float* residual = nullptr;  // (M, N), row stride ld_residual
+  int64_t ld_residual = 0;
+};
+
 MINIVIT_ISA_BEGIN
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-          const float* B, int ldb, float beta, float* C, int ldc, Products products);
+          const float* B, int ldb, float beta, float* C, int ldc, Products products,
+          const GemmEpilogue& epilogue = {});
 
 MINIVIT_ISA_END
 }  // namespace minivit

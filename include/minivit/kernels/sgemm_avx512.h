@@ -2,20 +2,22 @@
 // A single-threaded sgemm with AVX-512 kernels for the shapes of a small ViT, used by
 // gemm() (gemm.h) with the same arguments and row-major convention. Compiled into the
 // AVX-512 level only (kernels/isa.h).
+#include "minivit/kernels/gemm.h"  // GemmEpilogue
 #include "minivit/kernels/isa.h"
 
 namespace minivit {
 MINIVIT_ISA_BEGIN
 
 void sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-                  int lda, const float* B, int ldb, float beta, float* C, int ldc);
+                  int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                  const GemmEpilogue& epilogue = {});
 
 // The same products with op(A) and op(B) rounded to bfloat16 (to nearest even) and their
 // products summed in fp32, by AVX512_BF16's VDPBF16PS: about twice the rate. Compiled with
 // AVX512_BF16 on; gemm() calls it only on a CPU that has it (cpu_has_avx512_bf16).
 void sgemm_avx512_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                        const float* A, int lda, const float* B, int ldb, float beta, float* C,
-                       int ldc);
+                       int ldc, const GemmEpilogue& epilogue = {});
 
 // The same bf16 products on AMX tiles (TDPBF16PS), several times the rate again on the
 // model's shapes. Compiled with AMX-BF16 on; gemm() calls it only with GemmKernels::amx,

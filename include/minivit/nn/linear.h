@@ -15,6 +15,12 @@ MINIVIT_ISA_BEGIN
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int R,
                     int I, int O, Products products);
 
+// out (R, O) = residual (R, O) + (inp (R, I) . weight^T + bias), the branch of a residual
+// connection and its add in one pass: the product adds the residual and the bias as it
+// stores, rounding as residual + branch, then + bias.
+void linear_residual_forward(float* out, const float* inp, const float* weight, const float* bias,
+                             const float* residual, int R, int I, int O, Products products);
+
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, int R, int I, int O,
                      const float* ones, Products products);
