@@ -24,8 +24,12 @@ MINIVIT_ISA_BEGIN
 namespace sgemm_blocked {
 
 // Packs op(B)[k0:k0+kc, 0:N] into panels (ceil(N / kNr), kc, kNr), zero beyond column N.
-template <int kNr>
+// A transposed B (the linear layers' weights, (O, I) read as W^T) is turned in blocks of
+// kLanes x kLanes in registers (Isa::transpose): element by element, the strided stores
+// took as long as the product itself for a batch of one image.
+template <class Isa>
 void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int N, float* packed) {
+  constexpr int kNr = Isa::kLanes * Isa::kVecs, kLanes = Isa::kLanes;
   const int panels = (N + kNr - 1) / kNr;
   for (int p = 0; p < panels; ++p) {
     const int j0 = p * kNr, cols = std::min(kNr, N - j0);
@@ -39,7 +43,15 @@ void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int N, float*
         for (; j < kNr; ++j) row[j] = 0.0f;
       }
     } else {  // op(B)(k, j) = B[j * ldb + k]: read B's rows along k, write columns
-      int j = 0;
+      const int whole_cols = cols / kLanes * kLanes, whole_k = kc / kLanes * kLanes;
+      for (int j = 0; j < whole_cols; j += kLanes) {
+        const float* src = B + int64_t(j0 + j) * ldb + k0;
+        for (int k = 0; k < whole_k; k += kLanes)
+          Isa::transpose(src + k, ldb, dst + int64_t(k) * kNr + j, kNr);
+        for (int jj = j; jj < j + kLanes; ++jj)
+          for (int k = whole_k; k < kc; ++k) dst[k * kNr + jj] = B[int64_t(j0 + jj) * ldb + k0 + k];
+      }
+      int j = whole_cols;
       for (; j < cols; ++j) {
         const float* src = B + int64_t(j0 + j) * ldb + k0;
         for (int k = 0; k < kc; ++k) dst[k * kNr + j] = src[k];
@@ -122,7 +134,7 @@ void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans
       if (!in_place) {
         const int j_first = p0 * kNr;
         const float* b_first = trans_b ? B + int64_t(j_first) * ldb : B + j_first;
-        pack_b<kNr>(trans_b, b_first, ldb, k0, kc, std::min(N, p1 * kNr) - j_first, packed);
+        pack_b<Isa>(trans_b, b_first, ldb, k0, kc, std::min(N, p1 * kNr) - j_first, packed);
       }
       for (int i0 = 0; i0 < M; i0 += kMc) {
         const int i1 = std::min(M, i0 + kMc);
