@@ -10,13 +10,14 @@
 #include "minivit/kernels/sgemm_avx2.h"
 #include "minivit/kernels/sgemm_avx512.h"
 #include "minivit/kernels/threads.h"
+#include "tile_epilogue.h"
 
 namespace minivit {
 MINIVIT_ISA_BEGIN
 
 // The epilogue as separate passes, for kernels that do not fuse it: a bias alone seeds C
 // before the product (the product then adds onto it), a residual and its bias are added
-// after it, so the sums round as the fused kernels round them.
+// after it, then the GELU, so the sums round as the fused kernels round them.
 static void seed_bias(const GemmEpilogue& e, int M, int N, float* C, int ldc) {
   for (int i = 0; i < M; ++i) std::copy_n(e.bias, N, C + int64_t(i) * ldc);
 }
@@ -66,6 +67,7 @@ static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float 
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
                 ldc);
   if (e.residual) add_residual(e, M, N, C, ldc);
+  if (e.gelu) gelu_epilogue(e.gelu, e.ld_gelu, C, ldc, M, N);
 }
 
 // Below this many multiply-adds a split costs more in synchronisation than it saves.
@@ -75,8 +77,8 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
           const float* B, int ldb, float beta, float* C, int ldc, Products products,
           const GemmEpilogue& epilogue) {
   if (M <= 0 || N <= 0) return;
-  if ((epilogue.bias || epilogue.residual) && beta != 0.0f)
-    throw Error("gemm: an epilogue (bias or residual) needs beta = 0");
+  if (!epilogue.empty() && beta != 0.0f)
+    throw Error("gemm: an epilogue (bias, residual or GELU) needs beta = 0");
   // The cut depends on the shape and the machine alone, never on the thread count:
   // OpenBLAS's kernels round the last rows or columns of a call (its size modulo their
   // unroll) in another order, so a cut that moved with the thread count would move the
@@ -106,12 +108,14 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
     if (split_rows) {
       const float* A_part = trans_a ? A + begin : A + int64_t(begin) * lda;
       if (epilogue.residual) part_epilogue.residual += begin * epilogue.ld_residual;
+      if (epilogue.gelu) part_epilogue.gelu += begin * epilogue.ld_gelu;
       serial_sgemm(trans_a, trans_b, end - begin, N, K, alpha, A_part, lda, B, ldb, beta,
                    C + int64_t(begin) * ldc, ldc, products, part_epilogue);
     } else {
       const float* B_part = trans_b ? B + int64_t(begin) * ldb : B + begin;
       if (epilogue.residual) part_epilogue.residual += begin;
       if (epilogue.bias) part_epilogue.bias += begin;
+      if (epilogue.gelu) part_epilogue.gelu += begin;
       serial_sgemm(trans_a, trans_b, M, end - begin, K, alpha, A, lda, B_part, ldb, beta,
                    C + begin, ldc, products, part_epilogue);
     }

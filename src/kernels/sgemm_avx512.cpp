@@ -32,7 +32,11 @@ struct Avx512 {
   static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
 
   // dst (16, 16), row stride ldd = the transpose of src (16, 16), row stride lds: pairs of
-  // lanes, then pairs of pairs, then 128-bit quarters, in four rounds of shuffles.
+  // lanes, then pairs of pairs, then 128-bit quarters, in four rounds of shuffles. (GCC 12
+  // warns that the unpack intrinsics' own undefined operands are uninitialised, its bug
+  // 105593, fixed in GCC 13.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
   static void transpose(const float* src, int64_t lds, float* dst, int64_t ldd) {
     __m512 r[16], t[16];
 #pragma GCC unroll 16
@@ -66,6 +70,7 @@ struct Avx512 {
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
   }
+#pragma GCC diagnostic pop
   template <int kRows>
   static void store(const Vec (&acc)[kRows][kVecs], float* C, int ldc, int cols, float alpha,
                     float beta, const TileEpilogue& ep) {

@@ -62,6 +62,7 @@ void tile(const Pair* a, int lda, const Pair* panel, int kp_count, float* C, int
     }
   }
   store_tile<kRows, kVecs>(acc, C, ldc, cols, alpha, beta, ep);
+  finish_tile<kRows>(C, ldc, cols, ep);
 }
 
 template <bool kTransA, int kRows = kMr>

@@ -87,6 +87,7 @@ void tile(const float* a, int lda, const float* panel, int ldp, int kc, float* C
     }
   }
   Isa::template store<kRows>(acc, C, ldc, cols, alpha, beta, ep);
+  finish_tile<kRows>(C, ldc, cols, ep);
 }
 
 // Tiles of Isa::kMr rows, and one of `rows` < kMr at the bottom edge.
@@ -113,6 +114,7 @@ void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans
         if (epilogue.residual) c = epilogue.residual[i * epilogue.ld_residual + j] + c;
         if (epilogue.bias) c = c + epilogue.bias[j];
       }
+    if (epilogue.gelu) gelu_epilogue(epilogue.gelu, epilogue.ld_gelu, C, ldc, M, N);
     return;
   }
   // A B whose rows are whole panels wide is already laid out as its panels, with a longer

@@ -1,10 +1,13 @@
 #pragma once
 // A product kernel's share of a GemmEpilogue (kernels/gemm.h) for one tile of C: where the
-// tile's rows of the residual and its columns of the bias start, or null where this block of
-// k adds nothing.
+// tile's rows of the residual and of GELU(C) and its columns of the bias start, or null
+// where this block of k adds nothing; and the GELU pass over a finished piece of C, which
+// the kernels run on each tile while it is in L1, and gemm() on the whole of C for kernels
+// that store C themselves.
 #include <cstdint>
 
 #include "minivit/kernels/gemm.h"
+#include "minivit/kernels/vecmath.h"
 
 namespace minivit {
 MINIVIT_ISA_BEGIN
@@ -13,22 +16,42 @@ struct TileEpilogue {
   const float* bias = nullptr;      // the tile's first column of the bias
   const float* residual = nullptr;  // the tile's first element of the residual
   int64_t ld_residual = 0;
+  float* gelu = nullptr;            // the tile's first element of GELU(C)
+  int64_t ld_gelu = 0;
 };
 
 // The tile at row i, column j of C, in a block of k that is the first and/or the last: the
-// residual and the bias after it join the last block's store, a bias alone the first's.
+// residual, the bias after it and the GELU join the last block's store, a bias alone the
+// first's.
 inline TileEpilogue tile_epilogue(const GemmEpilogue& e, int i, int j, bool first_block,
                                   bool last_block) {
   TileEpilogue t;
+  if (e.bias && !e.residual && first_block) t.bias = e.bias + j;
+  if (!last_block) return t;
   if (e.residual) {
-    if (!last_block) return t;
     t.residual = e.residual + i * e.ld_residual + j;
     t.ld_residual = e.ld_residual;
     if (e.bias) t.bias = e.bias + j;
-  } else if (e.bias && first_block) {
-    t.bias = e.bias + j;
   }
+  if (e.gelu) t.gelu = e.gelu + i * e.ld_gelu + j, t.ld_gelu = e.ld_gelu;
   return t;
+}
+
+// The GELU epilogue on C[0:rows, 0:cols], whose bias and residual are in: GELU(C) into gelu.
+// simdlen(16) as in nn/gelu.cpp, so that each element rounds as there.
+inline void gelu_epilogue(float* gelu, int64_t ld_gelu, const float* C, int64_t ldc, int rows,
+                          int cols) {
+  for (int r = 0; r < rows; ++r) {
+    const float* c = C + r * ldc;
+    float* y = gelu + r * ld_gelu;
+#pragma omp simd simdlen(16)
+    for (int j = 0; j < cols; ++j) y[j] = gelu_inline(c[j]);
+  }
+}
+
+template <int kRows>
+inline void finish_tile(const float* C, int ldc, int cols, const TileEpilogue& ep) {
+  if (ep.gelu) gelu_epilogue(ep.gelu, ep.ld_gelu, C, ldc, kRows, cols);
 }
 
 MINIVIT_ISA_END

@@ -146,8 +146,7 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
     layernorm_forward(ln2, at(a.ln2_mean, T), at(a.ln2_rstd, T), resid_mid, bw.norm2_w,
                       bw.norm2_b, BT, D);
-    linear_forward(fc1, ln2, bw.fc1_w, nullptr, BT, D, M, products);
-    bias_gelu_forward(fc2_in, fc1, bw.fc1_b, BT, M);
+    linear_gelu_forward(fc1, fc2_in, ln2, bw.fc1_w, bw.fc1_b, BT, D, M, products);
     dropout_forward(fc2_in, at(a.gelu_mask, TM), fc2_in, int64_t(BT) * M, p, key(kSiteGelu),
                     first_tm);
     if (plain_branch) {

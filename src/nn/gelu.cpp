@@ -8,14 +8,9 @@
 namespace minivit {
 MINIVIT_ISA_BEGIN
 
-static constexpr float kInvSqrt2 = 0.70710678118654752f;
-static constexpr float kInvSqrt2Pi = 0.39894228040143268f;
-
-// Phi(x) = 0.5 (1 + erf(x / sqrt 2)) = 0.5 erfc(-x / sqrt 2): the erfc form keeps full
-// relative precision in the negative tail, where 1 + erf cancels. erfc and exp are the
-// inlined ones of vecmath.h, so the loops below run in whole vectors. simdlen(16): GCC's
-// tuning for AVX-512 CPUs prefers 8-lane vectors, but these loops are arithmetic-bound (a
-// division and two polynomials per element, in L2), and 16 lanes ran them at 1.3-1.7x the
+// gelu_inline and gelu_slope_inline (vecmath.h) run in whole vectors here. simdlen(16):
+// GCC's tuning for AVX-512 CPUs prefers 8-lane vectors, but these loops are arithmetic-bound
+// (a division and two polynomials per element, in L2), and 16 lanes ran them at 1.3-1.7x the
 // rate; each lane's arithmetic is the same, so the bits are too.
 
 void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int M) {
@@ -27,7 +22,7 @@ void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int
     for (int m = 0; m < M; ++m) {
       const float x = h[m] + bias[m];
       h[m] = x;
-      y[m] = 0.5f * x * erfc_inline(-x * kInvSqrt2);
+      y[m] = gelu_inline(x);
     }
   }
   });
@@ -40,12 +35,7 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) 
   for_ranges((n + kLanes - 1) / kLanes, n > 65536, [&](int64_t v0, int64_t v1) {
   const int64_t begin = v0 * kLanes, end = std::min(n, v1 * kLanes);
 #pragma omp simd simdlen(16)
-  for (int64_t i = begin; i < end; ++i) {
-    const float x = inp[i];
-    const float cdf = 0.5f * erfc_inline(-x * kInvSqrt2);
-    const float pdf = kInvSqrt2Pi * exp_nonpositive(-0.5f * x * x);
-    dinp[i] += dout[i] * (cdf + x * pdf);
-  }
+  for (int64_t i = begin; i < end; ++i) dinp[i] += dout[i] * gelu_slope_inline(inp[i]);
   });
 }
 

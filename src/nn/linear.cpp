@@ -21,6 +21,14 @@ void linear_residual_forward(float* out, const float* inp, const float* weight, 
        GemmEpilogue{bias, residual, O});
 }
 
+void linear_gelu_forward(float* pre, float* gelu_out, const float* inp, const float* weight,
+                         const float* bias, int R, int I, int O, Products products) {
+  GemmEpilogue epilogue{bias, nullptr, 0};
+  epilogue.gelu = gelu_out;
+  epilogue.ld_gelu = O;
+  gemm(false, true, R, O, I, 1.0f, inp, I, weight, I, 0.0f, pre, O, products, epilogue);
+}
+
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, int R, int I, int O,
                      const float* ones, Products products) {

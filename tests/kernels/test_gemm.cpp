@@ -258,7 +258,49 @@ TEST_CASE("gemm's epilogue adds a bias and a residual as separate passes would, 
   const GemmEpilogue bias_only{one.data(), nullptr, 0};
   CHECK_THROWS_WITH(gemm(false, false, 1, 1, 1, 1.0f, one.data(), 1, one.data(), 1, 1.0f,
                          c.data(), 1, {compute.kernels}, bias_only),
-                    "gemm: an epilogue (bias or residual) needs beta = 0");
+                    "gemm: an epilogue (bias, residual or GELU) needs beta = 0");
+}
+
+// The GELU epilogue: C keeps the product and bias as without it, bit for bit, and the GELU
+// matrix holds the exact GELU of C to vecmath.h's precision, for every kernel set (the AMX
+// tiles and OpenBLAS through gemm()'s pass after the product) and every cut.
+static void check_gelu_epilogue(const Compute& compute, Precision precision, int M, int N, int K) {
+  const int ldc = N + 1, ldg = N + 2;
+  auto A = minivit_test::random_vector(int64_t(M) * K, 1.0f, 10);
+  auto B = minivit_test::random_vector(int64_t(N) * K, 1.0f, 11);
+  auto bias = minivit_test::random_vector(N, 1.0f, 12);
+  const Products products{compute.kernels, precision};
+  std::vector<float> plain(size_t(M) * ldc), C(size_t(M) * ldc);
+  std::vector<float> gelu(size_t(M) * ldg, std::numeric_limits<float>::quiet_NaN());
+  gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, plain.data(), ldc, products,
+       GemmEpilogue{bias.data(), nullptr, 0});
+  GemmEpilogue epilogue{bias.data(), nullptr, 0};
+  epilogue.gelu = gelu.data();
+  epilogue.ld_gelu = ldg;
+  gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), ldc, products,
+       epilogue);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      const float c = C[size_t(i) * ldc + j];
+      const double x = c, exact = 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+      const float got = gelu[size_t(i) * ldg + j];
+      INFO(compute.kernels_name() << " M " << M << " N " << N << " K " << K << " at " << i
+                                  << "," << j);
+      REQUIRE(c == plain[size_t(i) * ldc + j]);
+      REQUIRE(std::abs(got - exact) <= 4e-6 * std::abs(exact) + 1e-7);
+    }
+  for (int i = 0; i < M; ++i) REQUIRE(std::isnan(gelu[size_t(i) * ldg + N]));  // padding
+}
+
+TEST_CASE("gemm's GELU epilogue stores GELU(C) beside C", "[gemm]") {
+  for_each_gemm_kernels([](const Compute& compute) {
+    for (Precision precision : {Precision::fp32, Precision::bf16}) {
+      check_gelu_epilogue(compute, precision, 7, 5, 3);
+      check_gelu_epilogue(compute, precision, 97, 100, 129);   // ragged tiles, 2 blocks of k
+      check_gelu_epilogue(compute, precision, 1300, 128, 64);  // split by rows
+      check_gelu_epilogue(compute, precision, 64, 1300, 96);   // split by columns
+    }
+  });
 }
 
 TEST_CASE("gemm results do not depend on the thread count", "[gemm]") {

@@ -27,17 +27,23 @@
 
 namespace minivit {
 
-// What a product adds to C as it stores it, so that no pass over C afterwards has to:
+// What a product does to C as it stores it, so that no pass over C afterwards has to:
 //   C = alpha op(A) op(B) + beta C (+ residual) (+ bias)
 // bias: [N], added to every row of C; residual: (M, N) at ld_residual, another matrix added
 // element by element (a block's input, in the residual connections). Both are summed in the
 // order the separate passes would have summed them, so fusing changes no bit: without a
 // residual the bias joins the first block of k (as a C seeded with the bias would), with one
 // the bias comes last, after the whole product and the residual.
+// Then gelu: (M, N) at ld_gelu gets GELU(C) of the finished C (vecmath.h's, as nn/gelu.cpp
+// computes it), and C keeps the value before it, which backward needs.
 struct GemmEpilogue {
   const float* bias = nullptr;      // [N]
   const float* residual = nullptr;  // (M, N), row stride ld_residual
   int64_t ld_residual = 0;
+  float* gelu = nullptr;            // (M, N), row stride ld_gelu
+  int64_t ld_gelu = 0;
+
+  bool empty() const { return !bias && !residual && !gelu; }
 };
 
 MINIVIT_ISA_BEGIN

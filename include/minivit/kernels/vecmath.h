@@ -82,5 +82,22 @@ inline float tanh_inline(float x) {
   return a < 0.625f ? small : large;
 }
 
+// GELU, exact erf form, and its slope, through the erfc above: Phi(x) = 0.5 erfc(-x / sqrt 2)
+// keeps full relative precision in the negative tail, where 1 + erf cancels. The layer
+// (nn/gelu.cpp) and the product kernels' GELU epilogue (kernels/tile_epilogue.h) both take
+// GELU from here, so fused or not, the bits are the same.
+inline float gelu_inline(float x) {
+  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  return 0.5f * x * erfc_inline(-x * kInvSqrt2);
+}
+
+// gelu'(x) = Phi(x) + x phi(x)
+inline float gelu_slope_inline(float x) {
+  constexpr float kInvSqrt2 = 0.70710678118654752f, kInvSqrt2Pi = 0.39894228040143268f;
+  const float cdf = 0.5f * erfc_inline(-x * kInvSqrt2);
+  const float pdf = kInvSqrt2Pi * exp_nonpositive(-0.5f * x * x);
+  return cdf + x * pdf;
+}
+
 MINIVIT_ISA_END
 }  // namespace minivit

@@ -21,6 +21,11 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
 void linear_residual_forward(float* out, const float* inp, const float* weight, const float* bias,
                              const float* residual, int R, int I, int O, Products products);
 
+// pre (R, O) = inp (R, I) . weight^T + bias and gelu_out = GELU(pre) (nn/gelu.h) in one
+// pass: the product applies the GELU to each tile of pre as it stores it.
+void linear_gelu_forward(float* pre, float* gelu_out, const float* inp, const float* weight,
+                         const float* bias, int R, int I, int O, Products products);
+
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, int R, int I, int O,
                      const float* ones, Products products);
