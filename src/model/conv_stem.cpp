@@ -50,8 +50,7 @@ void stem_backward(ViT& model, Activations& acts, int B) {
     const StemActivations& a = acts.stem[size_t(s)];
     const int64_t rows = int64_t(B) * shape.R;
     const float* dout = s + 1 < c.stem_stages() ? a.dout : acts.dpatches;
-    zero(a.dpre, rows * shape.O);
-    gelu_backward(a.dpre, a.pre, dout, rows * shape.O);
+    gelu_backward(a.dpre, a.pre, dout, rows * shape.O, false);
     const float* weight = model.w.stem[size_t(s)].weight;
     StemParams& g = model.g.stem[size_t(s)];
     for (int piece = 0; piece < linear_param_pieces(shape.I, shape.O); ++piece)

@@ -67,8 +67,7 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
   linear_backward_input(dfc2_in, dfc2_out, bw.fc2_w, BT, M, D, false, products);
   // fc2_in = drop(GELU(fc1))
   const float* dgelu = through_dropout(at(acts.dgelu, TM), dfc2_in, at(a.gelu_mask, TM), BTM, p);
-  zero(dfc1, BTM);
-  gelu_backward(dfc1, at(a.fc1, TM), dgelu, BTM);
+  gelu_backward(dfc1, at(a.fc1, TM), dgelu, BTM, false);
   // fc1 = linear(LN2(x_mid)); the residual path carries d_out into x_mid.
   linear_backward_input(dln2, dfc1, bw.fc1_w, BT, D, M, false, products);
   layernorm_backward_input(d_mid, dln2, at(a.resid_mid, TD), bw.norm2_w, at(a.ln2_mean, T),

@@ -28,14 +28,20 @@ void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int
   });
 }
 
-void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n,
+                   bool add_into) {
   // Pieces of whole vectors: the compiler's remainder loop may round an element apart from
   // the vector body, so a cut by thread count inside a vector would move the rounding.
   constexpr int64_t kLanes = 16;
   for_ranges((n + kLanes - 1) / kLanes, n > 65536, [&](int64_t v0, int64_t v1) {
   const int64_t begin = v0 * kLanes, end = std::min(n, v1 * kLanes);
+  if (add_into) {
 #pragma omp simd simdlen(16)
-  for (int64_t i = begin; i < end; ++i) dinp[i] += dout[i] * gelu_slope_inline(inp[i]);
+    for (int64_t i = begin; i < end; ++i) dinp[i] += dout[i] * gelu_slope_inline(inp[i]);
+  } else {
+#pragma omp simd simdlen(16)
+    for (int64_t i = begin; i < end; ++i) dinp[i] = 0.0f + dout[i] * gelu_slope_inline(inp[i]);
+  }
   });
 }
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "gradcheck.h"
@@ -138,6 +139,22 @@ TEST_CASE("gelu backward matches finite differences", "[layers][gelu][grad]") {
   f();
   gelu_backward(dx.data(), pre.data(), g.data(), n);  // d/dpre = d/dx: the bias is a shift
   check_gradients(f, {{"x", x.data(), dx.data(), n}}, 1e-3);
+}
+
+TEST_CASE("gelu backward sets without adding into, bit for bit as adding into zeros",
+          "[layers][gelu]") {
+  // Past a whole number of vectors, across thread cuts, with gradients and inputs of both
+  // signs and inputs far enough out that the slope is exactly 0 (a zero of either sign).
+  const int64_t n = 70001;
+  auto x = random_vector(n, 8.0f, 23), g = random_vector(n, 1.0f, 24);
+  for (int64_t i = 0; i < n; i += 97) x[size_t(i)] = i % 2 ? -40.0f : 40.0f;
+  std::vector<float> added(n, 0.0f), set(n, std::numeric_limits<float>::quiet_NaN());
+  gelu_backward(added.data(), x.data(), g.data(), n);
+  gelu_backward(set.data(), x.data(), g.data(), n, false);
+  REQUIRE(std::memcmp(added.data(), set.data(), sizeof(float) * size_t(n)) == 0);
+  std::vector<float> twice = added;
+  gelu_backward(twice.data(), x.data(), g.data(), n);  // adds a second time
+  CHECK(twice[1] == 2.0f * added[1]);
 }
 
 TEST_CASE("dropout keeps 1-p of the units and scales them by 1/(1-p)", "[layers][dropout]") {

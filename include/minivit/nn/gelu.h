@@ -12,8 +12,10 @@ MINIVIT_ISA_BEGIN
 // pre keeps the biased value, which is what gelu_backward needs.
 void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int M);
 
-// dinp += dout * gelu'(inp)
-void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
+// dinp += dout * gelu'(inp); with add_into false dinp is set instead, sparing the pass that
+// would clear it first (the same bits: the product plus zero).
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n,
+                   bool add_into = true);
 
 MINIVIT_ISA_END
 }  // namespace minivit
