@@ -49,9 +49,9 @@ inline __m512 exp_nonpositive(__m512 x) {
 
 // The sums (kMax: the maxima) of the 16 lanes of R <= 4 vectors at once: quarter r of the
 // result holds row r's in each of its 4 lanes. One tree of shuffles serves the rows together,
-// where a tree per row left each row's chain of folds, and the division after it, waiting on
-// the last: their latency was a third of the softmax's time. The tree is the usual one, the
-// same for every row: the 256-bit halves, the 128-bit quarters, lanes 2 apart, neighbours.
+// and one vector division then serves their sums, where a tree and a scalar division per row
+// made a chain of latencies for each. The tree is the usual one, the same for every row: the
+// 256-bit halves, the 128-bit quarters, lanes 2 apart, neighbours.
 template <bool kMax, int R>
 inline __m512 fold_lanes(const __m512 (&v)[R]) {
   static_assert(R >= 1 && R <= 4, "at most four rows");
