@@ -128,20 +128,22 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
                         p_att, key(kSiteAttention), acts.attention_scratch, acts.attention_slots,
                         first_htt);
     }
-    // Without dropout or drop path on the branch, the projection adds the residual and its
-    // bias as it stores (linear_residual_forward).
-    const bool plain_branch = p == 0.0f && p_block == 0.0f;
-    if (plain_branch) {
-      linear_residual_forward(resid_mid, att_out, bw.proj_w, bw.proj_b, x, BT, D, D, products);
-    } else {
-      linear_forward(branch, att_out, bw.proj_w, bw.proj_b, BT, D, D, products);
-      dropout_forward(branch, at(a.proj_mask, TD), branch, int64_t(BT) * D, p, key(kSiteProj),
-                      first_td);
+    // out = residual + drop_path(drop(inp W^T + b)), one of the block's two residual
+    // connections. Without dropout or drop path on the branch, the product adds the residual
+    // and its bias as it stores (linear_residual_forward).
+    auto residual_branch = [&](float* out, const float* residual, const float* inp,
+                               const float* weight, const float* bias, int I, uint8_t* mask,
+                               DropoutSite drop_site, float* path_scale, DropoutSite path_site) {
+      if (p == 0.0f && p_block == 0.0f)
+        return linear_residual_forward(out, inp, weight, bias, residual, BT, I, D, products);
+      linear_forward(branch, inp, weight, bias, BT, I, D, products);
+      dropout_forward(branch, mask, branch, int64_t(BT) * D, p, key(drop_site), first_td);
       if (p_block > 0.0f)
-        drop_path_forward(branch, at(a.path_scale_att, 1), n, TD, p_block, key(kSitePathAtt),
-                          first);
-      residual_add(resid_mid, x, branch, BT, D);
-    }
+        drop_path_forward(branch, path_scale, n, TD, p_block, key(path_site), first);
+      residual_add(out, residual, branch, BT, D);
+    };
+    residual_branch(resid_mid, x, att_out, bw.proj_w, bw.proj_b, D, at(a.proj_mask, TD),
+                    kSiteProj, at(a.path_scale_att, 1), kSitePathAtt);
 
     // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
     layernorm_forward(ln2, at(a.ln2_mean, T), at(a.ln2_rstd, T), resid_mid, bw.norm2_w,
@@ -149,17 +151,8 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     linear_gelu_forward(fc1, fc2_in, ln2, bw.fc1_w, bw.fc1_b, BT, D, M, products);
     dropout_forward(fc2_in, at(a.gelu_mask, TM), fc2_in, int64_t(BT) * M, p, key(kSiteGelu),
                     first_tm);
-    if (plain_branch) {
-      linear_residual_forward(x_next, fc2_in, bw.fc2_w, bw.fc2_b, resid_mid, BT, M, D, products);
-    } else {
-      linear_forward(branch, fc2_in, bw.fc2_w, bw.fc2_b, BT, M, D, products);
-      dropout_forward(branch, at(a.fc2_mask, TD), branch, int64_t(BT) * D, p, key(kSiteFc2),
-                      first_td);
-      if (p_block > 0.0f)
-        drop_path_forward(branch, at(a.path_scale_mlp, 1), n, TD, p_block, key(kSitePathMlp),
-                          first);
-      residual_add(x_next, resid_mid, branch, BT, D);
-    }
+    residual_branch(x_next, resid_mid, fc2_in, bw.fc2_w, bw.fc2_b, M, at(a.fc2_mask, TD),
+                    kSiteFc2, at(a.path_scale_mlp, 1), kSitePathMlp);
   }
 
   // The head reads one row per image, the CLS token's or the mean of all tokens, so the
