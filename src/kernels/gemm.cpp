@@ -67,7 +67,8 @@ static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float 
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
                 ldc);
   if (e.residual) add_residual(e, M, N, C, ldc);
-  if (e.gelu) gelu_epilogue(e.gelu, e.ld_gelu, C, ldc, M, N);
+  if (e.gelu) gelu_epilogue(e.gelu, e.ld_gelu, C, ldc, M, N, e.gelu_slope);
+  if (e.scale) scale_epilogue(C, ldc, e.scale, e.ld_scale, M, N);
 }
 
 // Below this many multiply-adds a split costs more in synchronisation than it saves.
@@ -78,7 +79,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
           const GemmEpilogue& epilogue) {
   if (M <= 0 || N <= 0) return;
   if (!epilogue.empty() && beta != 0.0f)
-    throw Error("gemm: an epilogue (bias, residual or GELU) needs beta = 0");
+    throw Error("gemm: an epilogue (bias, residual, GELU or scale) needs beta = 0");
   // The cut depends on the shape and the machine alone, never on the thread count:
   // OpenBLAS's kernels round the last rows or columns of a call (its size modulo their
   // unroll) in another order, so a cut that moved with the thread count would move the
@@ -109,6 +110,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
       const float* A_part = trans_a ? A + begin : A + int64_t(begin) * lda;
       if (epilogue.residual) part_epilogue.residual += begin * epilogue.ld_residual;
       if (epilogue.gelu) part_epilogue.gelu += begin * epilogue.ld_gelu;
+      if (epilogue.scale) part_epilogue.scale += begin * epilogue.ld_scale;
       serial_sgemm(trans_a, trans_b, end - begin, N, K, alpha, A_part, lda, B, ldb, beta,
                    C + int64_t(begin) * ldc, ldc, products, part_epilogue);
     } else {
@@ -116,6 +118,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
       if (epilogue.residual) part_epilogue.residual += begin;
       if (epilogue.bias) part_epilogue.bias += begin;
       if (epilogue.gelu) part_epilogue.gelu += begin;
+      if (epilogue.scale) part_epilogue.scale += begin;
       serial_sgemm(trans_a, trans_b, M, end - begin, K, alpha, A, lda, B_part, ldb, beta,
                    C + begin, ldc, products, part_epilogue);
     }

@@ -114,7 +114,9 @@ void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans
         if (epilogue.residual) c = epilogue.residual[i * epilogue.ld_residual + j] + c;
         if (epilogue.bias) c = c + epilogue.bias[j];
       }
-    if (epilogue.gelu) gelu_epilogue(epilogue.gelu, epilogue.ld_gelu, C, ldc, M, N);
+    if (epilogue.gelu)
+      gelu_epilogue(epilogue.gelu, epilogue.ld_gelu, C, ldc, M, N, epilogue.gelu_slope);
+    if (epilogue.scale) scale_epilogue(C, ldc, epilogue.scale, epilogue.ld_scale, M, N);
     return;
   }
   // A B whose rows are whole panels wide is already laid out as its panels, with a longer

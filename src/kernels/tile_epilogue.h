@@ -18,6 +18,9 @@ struct TileEpilogue {
   int64_t ld_residual = 0;
   float* gelu = nullptr;            // the tile's first element of GELU(C)
   int64_t ld_gelu = 0;
+  bool gelu_slope = false;          // C keeps GELU's slope (GemmEpilogue)
+  const float* scale = nullptr;     // the tile's first element of the scale
+  int64_t ld_scale = 0;
 };
 
 // The tile at row i, column j of C, in a block of k that is the first and/or the last: the
@@ -33,25 +36,44 @@ inline TileEpilogue tile_epilogue(const GemmEpilogue& e, int i, int j, bool firs
     t.ld_residual = e.ld_residual;
     if (e.bias) t.bias = e.bias + j;
   }
-  if (e.gelu) t.gelu = e.gelu + i * e.ld_gelu + j, t.ld_gelu = e.ld_gelu;
+  if (e.gelu)
+    t.gelu = e.gelu + i * e.ld_gelu + j, t.ld_gelu = e.ld_gelu, t.gelu_slope = e.gelu_slope;
+  if (e.scale) t.scale = e.scale + i * e.ld_scale + j, t.ld_scale = e.ld_scale;
   return t;
 }
 
-// The GELU epilogue on C[0:rows, 0:cols], whose bias and residual are in: GELU(C) into gelu.
-// simdlen(16) as in nn/gelu.cpp, so that each element rounds as there.
-inline void gelu_epilogue(float* gelu, int64_t ld_gelu, const float* C, int64_t ldc, int rows,
-                          int cols) {
+// The GELU epilogue on C[0:rows, 0:cols], whose bias and residual are in: GELU(C) into gelu,
+// and with slope GELU's slope into C. simdlen(16) as in nn/gelu.cpp, so that each element
+// rounds as there.
+inline void gelu_epilogue(float* gelu, int64_t ld_gelu, float* C, int64_t ldc, int rows,
+                          int cols, bool slope) {
   for (int r = 0; r < rows; ++r) {
-    const float* c = C + r * ldc;
+    float* c = C + r * ldc;
     float* y = gelu + r * ld_gelu;
+    if (slope) {
+      gelu_and_slope(y, c, cols);
+    } else {
 #pragma omp simd simdlen(16)
-    for (int j = 0; j < cols; ++j) y[j] = gelu_inline(c[j]);
+      for (int j = 0; j < cols; ++j) y[j] = gelu_inline(c[j]);
+    }
+  }
+}
+
+// C[0:rows, 0:cols] = 0 + C * scale, element by element.
+inline void scale_epilogue(float* C, int64_t ldc, const float* scale, int64_t ld_scale, int rows,
+                           int cols) {
+  for (int r = 0; r < rows; ++r) {
+    float* c = C + r * ldc;
+    const float* s = scale + r * ld_scale;
+#pragma omp simd
+    for (int j = 0; j < cols; ++j) c[j] = 0.0f + c[j] * s[j];
   }
 }
 
 template <int kRows>
-inline void finish_tile(const float* C, int ldc, int cols, const TileEpilogue& ep) {
-  if (ep.gelu) gelu_epilogue(ep.gelu, ep.ld_gelu, C, ldc, kRows, cols);
+inline void finish_tile(float* C, int ldc, int cols, const TileEpilogue& ep) {
+  if (ep.gelu) gelu_epilogue(ep.gelu, ep.ld_gelu, C, ldc, kRows, cols, ep.gelu_slope);
+  if (ep.scale) scale_epilogue(C, ldc, ep.scale, ep.ld_scale, kRows, cols);
 }
 
 MINIVIT_ISA_END

@@ -22,7 +22,8 @@ struct StageShape {
 };
 }  // namespace
 
-void stem_forward_chunk(const ViT& model, Activations& acts, const float* images, int b0, int n) {
+void stem_forward_chunk(const ViT& model, Activations& acts, const float* images, int b0, int n,
+                        bool keep_gelu_slope) {
   const ModelConfig& c = model.config;
   const int stages = c.stem_stages();
   auto at = [b0](auto* buffer, int64_t per_image) { return at_image(buffer, b0, per_image); };
@@ -38,7 +39,7 @@ void stem_forward_chunk(const ViT& model, Activations& acts, const float* images
     conv3x3_s2_gather(cols, inp, n, c.stem_in(s), shape.side_in, s == 0);
     linear_forward(pre, cols, w.weight, nullptr, n * shape.R, shape.I, shape.O,
                    acts.products(false));
-    bias_gelu_forward(out, pre, w.bias, int64_t(n) * shape.R, shape.O);
+    bias_gelu_forward(out, pre, w.bias, int64_t(n) * shape.R, shape.O, keep_gelu_slope);
     inp = out;
   }
 }
@@ -50,7 +51,10 @@ void stem_backward(ViT& model, Activations& acts, int B) {
     const StemActivations& a = acts.stem[size_t(s)];
     const int64_t rows = int64_t(B) * shape.R;
     const float* dout = s + 1 < c.stem_stages() ? a.dout : acts.dpatches;
-    gelu_backward(a.dpre, a.pre, dout, rows * shape.O, false);
+    if (acts.forward_was_training)  // a.pre holds GELU's slope (stem_forward_chunk)
+      gelu_backward_slope(a.dpre, a.pre, dout, rows * shape.O);
+    else
+      gelu_backward(a.dpre, a.pre, dout, rows * shape.O, false);
     const float* weight = model.w.stem[size_t(s)].weight;
     StemParams& g = model.g.stem[size_t(s)];
     for (int piece = 0; piece < linear_param_pieces(shape.I, shape.O); ++piece)

@@ -9,8 +9,11 @@
 namespace minivit {
 MINIVIT_ISA_BEGIN
 
-// Images [b0, b0 + n) of the batch (`images` at image b0) through every stage.
-void stem_forward_chunk(const ViT& model, Activations& acts, const float* images, int b0, int n);
+// Images [b0, b0 + n) of the batch (`images` at image b0) through every stage; with
+// keep_gelu_slope (a training forward) each stage's pre holds GELU's slope, which is what
+// stem_backward then multiplies by.
+void stem_forward_chunk(const ViT& model, Activations& acts, const float* images, int b0, int n,
+                        bool keep_gelu_slope);
 
 // From the gradient at the stem's output (Activations::dpatches, batch B) back through every
 // stage, adding into the stem's weight gradients. The images take no gradient.

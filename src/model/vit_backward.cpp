@@ -64,10 +64,22 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
   // x_next = x_mid + drop_path(drop(fc2(fc2_in))): d_out is d x_next.
   const float* dfc2_out = through_branch_drops(at(acts.dbranch, TD), d_out, at(a.fc2_mask, TD),
                                                p, path_mlp, p_block, n, TD);
-  linear_backward_input(dfc2_in, dfc2_out, bw.fc2_w, BT, M, D, false, products);
-  // fc2_in = drop(GELU(fc1))
-  const float* dgelu = through_dropout(at(acts.dgelu, TM), dfc2_in, at(a.gelu_mask, TM), BTM, p);
-  gelu_backward(dfc1, at(a.fc1, TM), dgelu, BTM, false);
+  // fc2_in = drop(GELU(fc1)). After a training forward fc1 holds GELU's slope, which the
+  // product applies as it stores where no dropout mask comes between; after an evaluation
+  // forward it holds GELU's input.
+  const float* fc1 = at(a.fc1, TM);
+  const bool slope_kept = acts.forward_was_training;
+  if (p == 0.0f && slope_kept) {
+    linear_backward_input_gelu(dfc1, dfc2_out, bw.fc2_w, fc1, BT, M, D, products);
+  } else {
+    linear_backward_input(dfc2_in, dfc2_out, bw.fc2_w, BT, M, D, false, products);
+    const float* dgelu =
+        through_dropout(at(acts.dgelu, TM), dfc2_in, at(a.gelu_mask, TM), BTM, p);
+    if (slope_kept)
+      gelu_backward_slope(dfc1, fc1, dgelu, BTM);
+    else
+      gelu_backward(dfc1, fc1, dgelu, BTM, false);
+  }
   // fc1 = linear(LN2(x_mid)); the residual path carries d_out into x_mid.
   linear_backward_input(dln2, dfc1, bw.fc1_w, BT, D, M, false, products);
   layernorm_backward_input(d_mid, dln2, at(a.resid_mid, TD), bw.norm2_w, at(a.ln2_mean, T),

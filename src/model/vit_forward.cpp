@@ -83,8 +83,10 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
 
   float* patches = at(acts.patches, int64_t(N) * PL);
   float* patch_proj = at(acts.patch_proj, int64_t(N) * D);
+  // A training forward leaves GELU's slope in place of its input, which is all backward
+  // needs; an evaluation forward (validation's, the gradient rollout's) spares the exp.
   if (c.patch_embed == PatchEmbedKind::conv)
-    stem_forward_chunk(model, acts, images + b0 * image_len, b0, n);
+    stem_forward_chunk(model, acts, images + b0 * image_len, b0, n, training);
   else
     patchify(patches, images + b0 * image_len, n, c.channels, c.image_size, c.patch_size,
              c.patch_embed == PatchEmbedKind::shifted);
@@ -148,7 +150,7 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
     layernorm_forward(ln2, at(a.ln2_mean, T), at(a.ln2_rstd, T), resid_mid, bw.norm2_w,
                       bw.norm2_b, BT, D);
-    linear_gelu_forward(fc1, fc2_in, ln2, bw.fc1_w, bw.fc1_b, BT, D, M, products);
+    linear_gelu_forward(fc1, fc2_in, ln2, bw.fc1_w, bw.fc1_b, BT, D, M, products, training);
     dropout_forward(fc2_in, at(a.gelu_mask, TM), fc2_in, int64_t(BT) * M, p, key(kSiteGelu),
                     first_tm);
     residual_branch(x_next, resid_mid, fc2_in, bw.fc2_w, bw.fc2_b, M, at(a.fc2_mask, TD),

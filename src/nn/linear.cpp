@@ -22,10 +22,12 @@ void linear_residual_forward(float* out, const float* inp, const float* weight, 
 }
 
 void linear_gelu_forward(float* pre, float* gelu_out, const float* inp, const float* weight,
-                         const float* bias, int R, int I, int O, Products products) {
+                         const float* bias, int R, int I, int O, Products products,
+                         bool slope_in_pre) {
   GemmEpilogue epilogue{bias, nullptr, 0};
   epilogue.gelu = gelu_out;
   epilogue.ld_gelu = O;
+  epilogue.gelu_slope = slope_in_pre;
   gemm(false, true, R, O, I, 1.0f, inp, I, weight, I, 0.0f, pre, O, products, epilogue);
 }
 
@@ -43,6 +45,14 @@ void linear_backward_input(float* dinp, const float* dout, const float* weight, 
   // dinp (+)= dout . W
   gemm(false, false, R, I, O, 1.0f, dout, O, weight, I, add_into ? 1.0f : 0.0f, dinp, I,
        products);
+}
+
+void linear_backward_input_gelu(float* dpre, const float* dout, const float* weight,
+                                const float* slope, int R, int I, int O, Products products) {
+  GemmEpilogue epilogue;
+  epilogue.scale = slope;
+  epilogue.ld_scale = I;
+  gemm(false, false, R, I, O, 1.0f, dout, O, weight, I, 0.0f, dpre, I, products, epilogue);
 }
 
 // 64: the product kernels' panel width, so a piece's columns are whole panels.

@@ -258,12 +258,13 @@ TEST_CASE("gemm's epilogue adds a bias and a residual as separate passes would, 
   const GemmEpilogue bias_only{one.data(), nullptr, 0};
   CHECK_THROWS_WITH(gemm(false, false, 1, 1, 1, 1.0f, one.data(), 1, one.data(), 1, 1.0f,
                          c.data(), 1, {compute.kernels}, bias_only),
-                    "gemm: an epilogue (bias, residual or GELU) needs beta = 0");
+                    "gemm: an epilogue (bias, residual, GELU or scale) needs beta = 0");
 }
 
 // The GELU epilogue: C keeps the product and bias as without it, bit for bit, and the GELU
 // matrix holds the exact GELU of C to vecmath.h's precision, for every kernel set (the AMX
-// tiles and OpenBLAS through gemm()'s pass after the product) and every cut.
+// tiles and OpenBLAS through gemm()'s pass after the product) and every cut. With gelu_slope
+// the GELU matrix is the same bit for bit and C holds GELU's exact slope at the product.
 static void check_gelu_epilogue(const Compute& compute, Precision precision, int M, int N, int K) {
   const int ldc = N + 1, ldg = N + 2;
   auto A = minivit_test::random_vector(int64_t(M) * K, 1.0f, 10);
@@ -290,6 +291,61 @@ static void check_gelu_epilogue(const Compute& compute, Precision precision, int
       REQUIRE(std::abs(got - exact) <= 4e-6 * std::abs(exact) + 1e-7);
     }
   for (int i = 0; i < M; ++i) REQUIRE(std::isnan(gelu[size_t(i) * ldg + N]));  // padding
+
+  std::vector<float> slope(size_t(M) * ldc), gelu_again(size_t(M) * ldg, 0.0f);
+  epilogue.gelu = gelu_again.data();
+  epilogue.gelu_slope = true;
+  gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, slope.data(), ldc, products,
+       epilogue);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      const double x = C[size_t(i) * ldc + j];
+      const double exact = 0.5 * std::erfc(-x / std::sqrt(2.0)) +
+                           x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * 3.14159265358979324);
+      INFO(compute.kernels_name() << " M " << M << " N " << N << " K " << K << " at " << i
+                                  << "," << j << " slope");
+      REQUIRE(gelu_again[size_t(i) * ldg + j] == gelu[size_t(i) * ldg + j]);
+      REQUIRE(std::abs(slope[size_t(i) * ldc + j] - exact) <= 4e-6 * std::abs(exact) + 1e-7);
+    }
+}
+
+// The scale epilogue: C = 0 + C * scale equals the product followed by that pass, bit for bit,
+// with both transposes of A (backward's products read A plainly) over ragged tiles and cuts.
+static void check_scale_epilogue(const Compute& compute, Precision precision, bool trans_a,
+                                 int M, int N, int K) {
+  const int ldc = N + 1, lds = N + 3;
+  auto A = minivit_test::random_vector(int64_t(M) * K, 1.0f, 13);
+  auto B = minivit_test::random_vector(int64_t(N) * K, 1.0f, 14);
+  auto scale = minivit_test::random_vector(int64_t(M) * lds, 1.0f, 15);
+  const Products products{compute.kernels, precision};
+  const int lda = trans_a ? M : K;
+  std::vector<float> plain(size_t(M) * ldc), C(size_t(M) * ldc);
+  gemm(trans_a, false, M, N, K, 1.0f, A.data(), lda, B.data(), N, 0.0f, plain.data(), ldc,
+       products);
+  GemmEpilogue epilogue;
+  epilogue.scale = scale.data();
+  epilogue.ld_scale = lds;
+  gemm(trans_a, false, M, N, K, 1.0f, A.data(), lda, B.data(), N, 0.0f, C.data(), ldc, products,
+       epilogue);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      const float expected = 0.0f + plain[size_t(i) * ldc + j] * scale[size_t(i) * lds + j];
+      INFO(compute.kernels_name() << " M " << M << " N " << N << " K " << K << " at " << i
+                                  << "," << j);
+      REQUIRE(std::memcmp(&C[size_t(i) * ldc + j], &expected, sizeof(float)) == 0);
+    }
+}
+
+TEST_CASE("gemm's scale epilogue multiplies C as a pass after it would", "[gemm]") {
+  for_each_gemm_kernels([](const Compute& compute) {
+    for (Precision precision : {Precision::fp32, Precision::bf16})
+      for (bool trans_a : {false, true}) {
+        check_scale_epilogue(compute, precision, trans_a, 7, 5, 3);
+        check_scale_epilogue(compute, precision, trans_a, 97, 100, 300);  // 2 blocks of k
+        check_scale_epilogue(compute, precision, trans_a, 1300, 128, 64);  // split by rows
+        check_scale_epilogue(compute, precision, trans_a, 64, 1300, 96);   // split by columns
+      }
+  });
 }
 
 TEST_CASE("gemm's GELU epilogue stores GELU(C) beside C", "[gemm]") {

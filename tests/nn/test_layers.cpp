@@ -157,6 +157,53 @@ TEST_CASE("gelu backward sets without adding into, bit for bit as adding into ze
   CHECK(twice[1] == 2.0f * added[1]);
 }
 
+TEST_CASE("a training forward's GELU slope gives backward's gradient bit for bit",
+          "[layers][gelu]") {
+  // Rows of 100: six whole vectors and a padded one, whose slopes must round as the vector
+  // body's; inputs far enough out that the slope is exactly 0.
+  const int R = 701, M = 100;
+  const int64_t n = int64_t(R) * M;
+  auto x = random_vector(n, 8.0f, 25), g = random_vector(n, 1.0f, 26),
+       bias = random_vector(M, 0.5f, 27);
+  for (int64_t i = 0; i < n; i += 97) x[size_t(i)] = i % 2 ? -40.0f : 40.0f;
+  std::vector<float> pre = x, slope = x, y(n), y_slope(n), from_pre(n), from_slope(n);
+  bias_gelu_forward(y.data(), pre.data(), bias.data(), R, M);
+  bias_gelu_forward(y_slope.data(), slope.data(), bias.data(), R, M, true);
+  REQUIRE(std::memcmp(y.data(), y_slope.data(), sizeof(float) * size_t(n)) == 0);
+  gelu_backward(from_pre.data(), pre.data(), g.data(), n, false);
+  gelu_backward_slope(from_slope.data(), slope.data(), g.data(), n);
+  REQUIRE(std::memcmp(from_pre.data(), from_slope.data(), sizeof(float) * size_t(n)) == 0);
+}
+
+TEST_CASE("fc1 and fc2 with GELU's slope in their products' stores give the separate passes' "
+          "bits", "[layers][gelu]") {
+  // This level's own kernels, as a CPU of this level runs them: MLP widths that end in a
+  // partial vector and a partial tile; one and two blocks of k.
+  for (int D : {64, 300})
+  for (int M : {100, 128, 37}) {
+    const int R = D == 64 ? 1920 : 300;
+    auto inp = random_vector(int64_t(R) * D, 1.0f, 30), w1 = random_vector(int64_t(M) * D, 0.1f, 31),
+         b1 = random_vector(M, 0.5f, 32), w2 = random_vector(int64_t(D) * M, 0.1f, 33),
+         dout = random_vector(int64_t(R) * D, 1.0f, 34);
+    const size_t n = size_t(R) * size_t(M);
+    std::vector<float> pre(n), h(n), dh(n), dpre(n), slope(n), h_fused(n), dpre_fused(n);
+    linear_forward(pre.data(), inp.data(), w1.data(), b1.data(), R, D, M, level_products());
+    std::vector<float> pre_biased = pre;
+    std::vector<float> zero_bias(size_t(M), 0.0f);
+    bias_gelu_forward(h.data(), pre_biased.data(), zero_bias.data(), R, M);
+    linear_backward_input(dh.data(), dout.data(), w2.data(), R, M, D, false, level_products());
+    gelu_backward(dpre.data(), pre.data(), dh.data(), int64_t(n), false);
+
+    linear_gelu_forward(slope.data(), h_fused.data(), inp.data(), w1.data(), b1.data(), R, D, M,
+                        level_products(), true);
+    linear_backward_input_gelu(dpre_fused.data(), dout.data(), w2.data(), slope.data(), R, M, D,
+                               level_products());
+    INFO("M " << M << " D " << D);
+    REQUIRE(std::memcmp(h.data(), h_fused.data(), sizeof(float) * n) == 0);
+    REQUIRE(std::memcmp(dpre.data(), dpre_fused.data(), sizeof(float) * n) == 0);
+  }
+}
+
 TEST_CASE("dropout keeps 1-p of the units and scales them by 1/(1-p)", "[layers][dropout]") {
   const int64_t n = 200000;
   std::vector<float> x(n, 1.0f), y(n);

@@ -35,15 +35,21 @@ namespace minivit {
 // residual the bias joins the first block of k (as a C seeded with the bias would), with one
 // the bias comes last, after the whole product and the residual.
 // Then gelu: (M, N) at ld_gelu gets GELU(C) of the finished C (vecmath.h's, as nn/gelu.cpp
-// computes it), and C keeps the value before it, which backward needs.
+// computes it), and C keeps the value before it; with gelu_slope C keeps GELU's slope there
+// instead, the one factor backward needs, computed from the same erfc while the tile is in L1.
+// Last scale: C = 0 + C * scale, (M, N) at ld_scale, element by element: backward's product
+// through that slope (the 0 + rounds as gelu_backward's pass, which sets a gradient).
 struct GemmEpilogue {
   const float* bias = nullptr;      // [N]
   const float* residual = nullptr;  // (M, N), row stride ld_residual
   int64_t ld_residual = 0;
   float* gelu = nullptr;            // (M, N), row stride ld_gelu
   int64_t ld_gelu = 0;
+  bool gelu_slope = false;
+  const float* scale = nullptr;     // (M, N), row stride ld_scale
+  int64_t ld_scale = 0;
 
-  bool empty() const { return !bias && !residual && !gelu; }
+  bool empty() const { return !bias && !residual && !gelu && !scale; }
 };
 
 MINIVIT_ISA_BEGIN

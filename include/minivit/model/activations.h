@@ -31,7 +31,8 @@ struct BlockActivations {
   float* ln2;        // (B, T, D)
   float* ln2_mean;   // (B, T)
   float* ln2_rstd;   // (B, T)
-  float* fc1;        // (B, T, M) before GELU
+  float* fc1;        // (B, T, M) before GELU; after a training forward, GELU's slope there,
+                     // which backward multiplies by
   float* fc2_in;     // (B, T, M) dropout(GELU(fc1))
   uint8_t* gelu_mask;  // (B, T, M) when dropout > 0 in training
   uint8_t* fc2_mask;   // (B, T, D) when dropout > 0 in training
@@ -48,7 +49,8 @@ struct BlockActivations {
 // channels last, which is how the next stage and the projection read them.
 struct StemActivations {
   float* cols;   // (B, R, I) each position's 3x3 window of the stage's input (conv_stem.h)
-  float* pre;    // (B, R, O) the convolution, bias added, before GELU
+  float* pre;    // (B, R, O) the convolution, bias added, before GELU; after a training
+                 // forward, GELU's slope there
   float* out;    // (B, R, O) GELU(pre); the last stage writes Activations::patches instead
   float* dout;   // (B, R, O) gradient at out (training; the last stage's is dpatches)
   float* dpre;   // (B, R, O) gradient at pre (training)

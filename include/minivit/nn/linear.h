@@ -22,9 +22,19 @@ void linear_residual_forward(float* out, const float* inp, const float* weight, 
                              const float* residual, int R, int I, int O, Products products);
 
 // pre (R, O) = inp (R, I) . weight^T + bias and gelu_out = GELU(pre) (nn/gelu.h) in one
-// pass: the product applies the GELU to each tile of pre as it stores it.
+// pass: the product applies the GELU to each tile of pre as it stores it. With slope_in_pre
+// (a training forward) pre is left holding GELU's slope at pre instead, all that
+// gelu_backward_slope needs.
 void linear_gelu_forward(float* pre, float* gelu_out, const float* inp, const float* weight,
-                         const float* bias, int R, int I, int O, Products products);
+                         const float* bias, int R, int I, int O, Products products,
+                         bool slope_in_pre = false);
+
+// dpre (R, I) = (dout (R, O) . weight) * slope (R, I), element by element: the input gradient
+// of a linear layer whose input was GELU(pre), taken through the GELU as the product stores
+// it, with slope as linear_gelu_forward's slope_in_pre left it. The same bits as
+// linear_backward_input then gelu_backward_slope.
+void linear_backward_input_gelu(float* dpre, const float* dout, const float* weight,
+                                const float* slope, int R, int I, int O, Products products);
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, int R, int I, int O,
