@@ -37,6 +37,8 @@ enum class Dim : uint8_t {
   StemRows,          // a stem stage's output positions per image
   StemCols,          // a stem stage's inputs per position: 9 times its input channels
   StemOut,           // a stem stage's output channels
+  Kept,              // the patches an image keeps in training (ModelConfig::kept_patches)
+  LastStemCols,      // the last stem stage's inputs per position
 };
 
 // When a buffer exists.
@@ -54,6 +56,8 @@ enum class Needs : uint8_t {
   stem_hidden,              // a stem stage before the last (the last writes patches)
   stem_hidden_in_training,  // the same, training
   stem_input_grad,          // training, a stem stage after the first
+  with_stem_patch_drop,     // training with patch dropout behind a conv stem
+  with_stem_patch_drop_input_grad,  // the same, with a stem of two stages or more
   with_seq_pool,              // model.pool = seq
   with_seq_pool_in_training,  // the same, training
 };
@@ -108,6 +112,15 @@ const BufferSpec<Act> kModelBuffers[] = {
     {"tokens", &Act::tokens, {B, T, D, one}, with_patch_drop},
     {"patch_keep", &Act::patch_keep, {B, N, one, one}, with_patch_drop},
     {"patch_draws", &Act::patch_draws, {B, N, one, one}, with_patch_drop},
+    {"kept_cols", &Act::kept_cols, {B, Kept, LastStemCols, one}, with_stem_patch_drop},
+    {"kept_pre", &Act::kept_pre, {B, Kept, PL, one}, with_stem_patch_drop},
+    {"kept_patches", &Act::kept_patches, {B, Kept, PL, one}, with_stem_patch_drop},
+    {"kept_patch_proj", &Act::kept_patch_proj, {B, Kept, D, one}, with_stem_patch_drop},
+    {"dkept_patch_proj", &Act::dkept_patch_proj, {B, Kept, D, one}, with_stem_patch_drop},
+    {"dkept_patches", &Act::dkept_patches, {B, Kept, PL, one}, with_stem_patch_drop},
+    {"dkept_pre", &Act::dkept_pre, {B, Kept, PL, one}, with_stem_patch_drop},
+    {"dkept_cols", &Act::dkept_cols, {B, Kept, LastStemCols, one},
+     with_stem_patch_drop_input_grad},
     {"x_final", &Act::x_final, {B, T, D, one}, always},
     {"branch", &Act::branch, {B, T, D, one}, always},
     {"pooled", &Act::pooled, {B, D, one, one}, always},
@@ -203,6 +216,10 @@ double extent(Dim d, const ModelConfig& c, int batch, int stage) {
       return 9.0 * c.stem_in(stage);
     case StemOut:
       return c.stem_out(stage);
+    case Kept:
+      return c.kept_patches();
+    case LastStemCols:
+      return c.stem_stages() > 0 ? 9.0 * c.stem_in(c.stem_stages() - 1) : 0.0;
   }
   return 0;
 }
@@ -238,6 +255,10 @@ bool needed(Needs needs, const ModelConfig& c, Purpose purpose, int stage) {
       return training && hidden_stage;
     case stem_input_grad:
       return training && stage > 0;
+    case with_stem_patch_drop:
+      return c.drops_patches(training) && c.stem_stages() > 0;
+    case with_stem_patch_drop_input_grad:
+      return c.drops_patches(training) && c.stem_stages() > 1;
     case with_seq_pool:
       return c.pool == PoolKind::seq;
     case with_seq_pool_in_training:

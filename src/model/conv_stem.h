@@ -11,13 +11,19 @@ MINIVIT_ISA_BEGIN
 
 // Images [b0, b0 + n) of the batch (`images` at image b0) through every stage; with
 // keep_gelu_slope (a training forward) each stage's pre holds GELU's slope, which is what
-// stem_backward then multiplies by.
+// stem_backward then multiplies by. With `keep` (the chunk's rows of
+// Activations::patch_keep: a training forward with patch dropout) the last stage runs on the
+// kept positions alone, into Activations::kept_pre and kept_patches, and leaves `patches`
+// zero at the dropped ones; its windows are still gathered at every position, for the
+// weight gradient (stem_backward).
 void stem_forward_chunk(const ViT& model, Activations& acts, const float* images, int b0, int n,
-                        bool keep_gelu_slope);
+                        bool keep_gelu_slope, const uint8_t* keep = nullptr);
 
 // From the gradient at the stem's output (Activations::dpatches, batch B) back through every
-// stage, adding into the stem's weight gradients. The images take no gradient.
-void stem_backward(ViT& model, Activations& acts, int B);
+// stage, adding into the stem's weight gradients. The images take no gradient. With
+// kept_only (after a forward with `keep`) the gradient comes in Activations::dkept_patches,
+// at the kept positions alone.
+void stem_backward(ViT& model, Activations& acts, int B, bool kept_only = false);
 
 MINIVIT_ISA_END
 }  // namespace minivit

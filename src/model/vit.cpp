@@ -108,7 +108,16 @@ double vit_train_flops(const ModelConfig& c) {
                                       ? stem_flops(c, 0) - stem_flops(c, 1)
                                       : 2.0 * c.patches() * c.patch_len() * c.dim;
   // With patch dropout the blocks run on the kept tokens.
-  return 3 * forward_flops(c, c.train_tokens()) - patch_input_grad;
+  double flops = 3 * forward_flops(c, c.train_tokens()) - patch_input_grad;
+  // Behind a conv stem, so do the last stage and the projection, forward and back to their
+  // inputs (vit_forward.cpp); their weight gradients still sum over every patch.
+  if (c.stem_stages() > 0 && c.patch_drop > 0.0f) {
+    const int last = c.stem_stages() - 1;
+    const double dropped = 1.0 - double(c.kept_patches()) / c.patches();
+    const double projection = 2.0 * c.patches() * c.patch_len() * c.dim;
+    flops -= dropped * ((last > 0 ? 2 : 1) * stem_flops(c, last) + 2 * projection);
+  }
+  return flops;
 }
 
 }  // namespace minivit

@@ -63,6 +63,53 @@ enum DropoutSite : uint64_t {
   kSitePatchDrop = 6,  // the patches each image keeps, drawn once, under block 0's key
 };
 
+// Images [b0, b0 + n) of the batch (`images` at image b0) to the first block's input:
+// patches or the conv stem, the projection, the CLS token and position embedding, and in
+// training the patches each image keeps, drawn at sample `first`.
+static void embed_forward_chunk(const ViT& model, Activations& acts, const float* images, int b0,
+                                int n, bool training, uint64_t dropout_key, int64_t first) {
+  const ModelConfig& c = model.config;
+  const ViTParams& w = model.w;
+  const int N = c.patches(), D = c.dim, PL = c.patch_len(), K = c.kept_patches();
+  auto at = [b0](auto* buffer, int64_t per_image) { return at_image(buffer, b0, per_image); };
+  float* patches = at(acts.patches, int64_t(N) * PL);
+  float* patch_proj = at(acts.patch_proj, int64_t(N) * D);
+  const bool drop_patches = c.drops_patches(training);
+  uint8_t* keep = drop_patches ? at(acts.patch_keep, N) : nullptr;
+  if (drop_patches)
+    patch_drop_draw(keep, at(acts.patch_draws, N), n, N, K,
+                    rng_key(dropout_key, 0, kSitePatchDrop), first);
+  // Behind a conv stem, the last stage and the projection run on the kept patches alone; the
+  // dropped patches' rows of patch_proj are zero, and patch_drop_forward leaves them out.
+  const bool stem = c.patch_embed == PatchEmbedKind::conv;
+  // A training forward leaves GELU's slope in place of its input, which is all backward
+  // needs; an evaluation forward (validation's, the gradient rollout's) spares the exp.
+  if (stem)
+    stem_forward_chunk(model, acts, images, b0, n, training, keep);
+  else
+    patchify(patches, images, n, c.channels, c.image_size, c.patch_size,
+             c.patch_embed == PatchEmbedKind::shifted);
+  if (stem && drop_patches) {
+    float* kept_proj = at(acts.kept_patch_proj, int64_t(K) * D);
+    linear_forward(kept_proj, at(acts.kept_patches, int64_t(K) * PL), w.patch_w, w.patch_b,
+                   n * K, PL, D, acts.products(false));
+    patch_drop_spread(patch_proj, kept_proj, keep, n, N, K, D);
+  } else {
+    linear_forward(patch_proj, patches, w.patch_w, w.patch_b, n * N, PL, D, acts.products(false));
+  }
+  const int64_t first_block_tokens = int64_t(c.pass_tokens(training)) * D;
+  float* tokens = drop_patches ? at(acts.tokens, int64_t(c.tokens()) * D)
+                               : at(acts.blocks[0].x, first_block_tokens);
+  // No pos_embed with model.pos_embed = none: w.pos_embed is null and nothing is added.
+  if (c.has_cls_token())
+    embed_tokens_forward(tokens, patch_proj, w.cls_token, w.pos_embed, n, N, D);
+  else
+    embed_patch_tokens_forward(tokens, patch_proj, w.pos_embed, n, N, D);
+  if (drop_patches)
+    patch_drop_forward(at(acts.blocks[0].x, first_block_tokens), tokens, keep, n,
+                       c.prefix_tokens(), N, K, D);
+}
+
 // The forward of images [b0, b0 + n) of the batch: every buffer is addressed at image b0,
 // and the dropout streams at sample first_sample + b0.
 static void forward_chunk(const ViT& model, Activations& acts, const float* images, int b0,
@@ -71,8 +118,8 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
   const ModelConfig& c = model.config;
   const ViTParams& w = model.w;
   // With patch dropout the blocks see fewer tokens in training than the embedding makes.
-  const int T = c.pass_tokens(training), N = c.patches(), D = c.dim, M = c.mlp_dim, H = c.heads;
-  const int K = c.num_classes, PL = c.patch_len();
+  const int T = c.pass_tokens(training), D = c.dim, M = c.mlp_dim, H = c.heads;
+  const int K = c.num_classes;
   const int64_t TD = int64_t(T) * D, TM = int64_t(T) * M, HTT = int64_t(H) * T * T;
   const int BT = n * T;
   const int64_t first = int64_t(first_sample) + b0;
@@ -81,31 +128,7 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
   auto at = [b0](auto* buffer, int64_t per_image) { return at_image(buffer, b0, per_image); };
   const int64_t image_len = int64_t(c.channels) * c.image_size * c.image_size;
 
-  float* patches = at(acts.patches, int64_t(N) * PL);
-  float* patch_proj = at(acts.patch_proj, int64_t(N) * D);
-  // A training forward leaves GELU's slope in place of its input, which is all backward
-  // needs; an evaluation forward (validation's, the gradient rollout's) spares the exp.
-  if (c.patch_embed == PatchEmbedKind::conv)
-    stem_forward_chunk(model, acts, images + b0 * image_len, b0, n, training);
-  else
-    patchify(patches, images + b0 * image_len, n, c.channels, c.image_size, c.patch_size,
-             c.patch_embed == PatchEmbedKind::shifted);
-  linear_forward(patch_proj, patches, w.patch_w, w.patch_b, n * N, PL, D, acts.products(false));
-  const bool drop_patches = c.drops_patches(training);
-  float* tokens =
-      drop_patches ? at(acts.tokens, int64_t(c.tokens()) * D) : at(acts.blocks[0].x, TD);
-  // No pos_embed with model.pos_embed = none: w.pos_embed is null and nothing is added.
-  if (c.has_cls_token())
-    embed_tokens_forward(tokens, patch_proj, w.cls_token, w.pos_embed, n, N, D);
-  else
-    embed_patch_tokens_forward(tokens, patch_proj, w.pos_embed, n, N, D);
-  if (drop_patches) {
-    uint8_t* keep = at(acts.patch_keep, N);
-    patch_drop_draw(keep, at(acts.patch_draws, N), n, N, c.kept_patches(),
-                    rng_key(dropout_key, 0, kSitePatchDrop), first);
-    patch_drop_forward(at(acts.blocks[0].x, TD), tokens, keep, n, c.prefix_tokens(), N,
-                       c.kept_patches(), D);
-  }
+  embed_forward_chunk(model, acts, images + b0 * image_len, b0, n, training, dropout_key, first);
 
   for (int l = 0; l < c.depth; ++l) {
     const BlockParams& bw = w.blocks[size_t(l)];

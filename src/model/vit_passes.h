@@ -121,8 +121,10 @@ inline bool built_for(const ModelConfig& built, const ModelConfig& c) {
          (built.dropout > 0.0f) == (c.dropout > 0.0f) &&
          (built.attention_dropout > 0.0f) == (c.attention_dropout > 0.0f) &&
          (built.drop_path > 0.0f) == (c.drop_path > 0.0f) &&
-         // Built for patch dropout they serve a pass without it (train.unmasked_epochs).
-         (built.patch_drop > 0.0f || c.patch_drop <= 0.0f);
+         // Built for patch dropout they serve a pass without it (train.unmasked_epochs), or
+         // one that keeps no more patches (the kept patches' own buffers).
+         (c.patch_drop <= 0.0f ||
+          (built.patch_drop > 0.0f && built.kept_patches() >= c.kept_patches()));
 }
 
 }  // namespace vit_passes

@@ -37,15 +37,20 @@ void conv3x3_s2_gather(float* rows, const float* inp, int B, int C, int S, bool 
   });
 }
 
-void conv3x3_s2_scatter(float* dinp, const float* drows, int B, int C, int S) {
+void conv3x3_s2_scatter(float* dinp, const float* drows, int B, int C, int S,
+                        const uint8_t* keep, int kept) {
   const int So = conv3x3_s2_side(S);
   const int64_t row_len = 9 * int64_t(C), image_len = int64_t(C) * S * S;
+  const int64_t rows_per_image = keep ? kept : int64_t(So) * So;
   for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       float* image = dinp + b * image_len;
+      const float* next_row = drows + b * rows_per_image * row_len;
       for (int oy = 0; oy < So; ++oy)
         for (int ox = 0; ox < So; ++ox) {
-          const float* row = drows + (b * So * So + int64_t(oy) * So + ox) * row_len;
+          if (keep && !keep[b * So * So + int64_t(oy) * So + ox]) continue;  // no row
+          const float* row = next_row;
+          next_row += row_len;
           for (int ky = 0; ky < 3; ++ky) {
             const int y = 2 * oy - 1 + ky;
             if (y < 0 || y >= S) continue;

@@ -68,5 +68,22 @@ void patch_drop_backward(float* dtokens, const float* dout, const uint8_t* keep,
   }
 }
 
+void patch_drop_spread(float* full, const float* kept_rows, const uint8_t* keep, int n, int N,
+                       int kept, int D) {
+  for (int b = 0; b < n; ++b) {
+    float* dst = full + int64_t(b) * N * D;
+    const float* src = kept_rows + int64_t(b) * kept * D;
+    const uint8_t* row = keep + int64_t(b) * N;
+    for (int i = 0; i < N; ++i) {
+      if (row[i]) {
+        std::copy_n(src, D, dst + int64_t(i) * D);
+        src += D;
+      } else {
+        std::fill_n(dst + int64_t(i) * D, D, 0.0f);
+      }
+    }
+  }
+}
+
 MINIVIT_ISA_END
 }  // namespace minivit

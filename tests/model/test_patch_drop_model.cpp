@@ -55,6 +55,48 @@ TEST_CASE("whole-model gradients with patch dropout match finite differences",
     c.dropout = 0.2f;
     check_model_gradients(c);
   }
+  // Behind a conv stem the last stage and the projection run on the kept patches alone, and
+  // their gradients come back to every position through the kept ones.
+  SECTION("a conv stem of two stages, then of one") {
+    ModelConfig c = patch_drop_config(PoolKind::mean);
+    c.patch_embed = PatchEmbedKind::conv;
+    c.stem_channels = 3;
+    REQUIRE(c.stem_stages() == 2);
+    check_model_gradients(c);
+    c.pool = PoolKind::cls;
+    c.patch_size = 2;  // 16 patches, 8 kept, one stage
+    REQUIRE(c.stem_stages() == 1);
+    check_model_gradients(c);
+  }
+}
+
+TEST_CASE("patch dropout behind a conv stem: the kept patches' stem outputs and tokens are "
+          "those of a forward over every patch, the dropped ones' rows zero",
+          "[model][patch_drop]") {
+  ModelConfig c = patch_drop_config(PoolKind::mean);
+  c.patch_embed = PatchEmbedKind::conv;
+  c.stem_channels = 3;
+  c.image_size = 16;  // 16 patches, 8 kept
+  ViT model(c);
+  model.init(4);
+  const int B = 3, N = c.patches(), PL = c.patch_len(), D = c.dim;
+  const auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 6);
+  Activations training(c, B, true), every(c, B, false);
+  vit_forward(model, training, images.data(), B, true, 555);
+  vit_forward(model, every, images.data(), B, false, 555);
+  int kept = 0;
+  for (int i = 0; i < B * N; ++i) {
+    const float* got = training.patches + int64_t(i) * PL;
+    const float* tokens = training.tokens + int64_t(i) * D;  // no CLS token: row i
+    if (training.patch_keep[i]) {
+      ++kept;
+      CHECK(std::equal(got, got + PL, every.patches + int64_t(i) * PL));
+      CHECK(std::equal(tokens, tokens + D, every.blocks[0].x + int64_t(i) * D));
+    } else {
+      CHECK(std::all_of(got, got + PL, [](float v) { return v == 0.0f; }));
+    }
+  }
+  CHECK(kept == B * c.kept_patches());
 }
 
 TEST_CASE("evaluation with patch dropout is the model without it", "[model][patch_drop]") {
@@ -93,5 +135,11 @@ TEST_CASE("activations built for patch dropout serve a training step without it 
   ViT dropping(with);
   dropping.init(6);
   CHECK_THROWS_WITH(vit_forward(dropping, acts_without, images.data(), B, true, 9),
+                    Catch::Contains("built for another model"));
+  // Nor do they serve a model that keeps more patches than they were built for.
+  ModelConfig keeps_fewer = with;
+  keeps_fewer.patch_drop = 0.75f;  // 1 of 4 kept
+  Activations acts_fewer(keeps_fewer, B, true);
+  CHECK_THROWS_WITH(vit_forward(dropping, acts_fewer, images.data(), B, true, 9),
                     Catch::Contains("built for another model"));
 }

@@ -2,7 +2,10 @@
 // over them against the convolution written out pixel by pixel, and the scatter as the
 // gather's adjoint (so linear_backward plus scatter is the convolution's backward).
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "gradcheck.h"
@@ -92,6 +95,29 @@ TEST_CASE("the scatter is the gather's adjoint: <gather x, y> = <x, scatter y>",
     conv3x3_s2_scatter(scattered.data(), y.data(), B, C, S);
     for (size_t i = 0; i < x.size(); ++i) REQUIRE(scattered[i] == Approx(2 * once[i]).margin(1e-6));
   }
+}
+
+TEST_CASE("the scatter from the kept positions' rows alone is the scatter of every row with "
+          "the others zero, bit for bit", "[layers][conv]") {
+  const int B = 17, C = 3, S = 8, So = conv3x3_s2_side(S), R = So * So, kept = 7;
+  const auto drows = random_vector(B * R * 9 * C, 1.0f, 32);
+  std::vector<uint8_t> keep(size_t(B) * R, 0);
+  for (int b = 0; b < B; ++b)
+    for (int k = 0; k < kept; ++k) keep[size_t(b) * R + size_t((5 * k + b) % R)] = 1;
+  std::vector<float> zeroed = drows, kept_rows;
+  for (int i = 0; i < B * R; ++i) {
+    float* row = zeroed.data() + size_t(i) * 9 * C;
+    if (keep[size_t(i)])
+      kept_rows.insert(kept_rows.end(), row, row + 9 * C);
+    else
+      std::fill(row, row + 9 * C, 0.0f);
+  }
+  REQUIRE(kept_rows.size() == size_t(B) * kept * 9 * C);
+  std::vector<float> every(size_t(B) * S * S * C, 0.0f), from_kept = every;
+  conv3x3_s2_scatter(every.data(), zeroed.data(), B, C, S);
+  conv3x3_s2_scatter(from_kept.data(), kept_rows.data(), B, C, S, keep.data(), kept);
+  CHECK(std::memcmp(every.data(), from_kept.data(), every.size() * sizeof(float)) == 0);
+  CHECK(std::any_of(every.begin(), every.end(), [](float v) { return v != 0.0f; }));
 }
 
 TEST_CASE("a 3x3 stride-2 convolution's input gradient matches finite differences",

@@ -112,3 +112,18 @@ TEST_CASE("patch dropout gathers the prefix and the kept patches in grid order; 
             REQUIRE(dtokens[size_t((b * (prefix + N) + prefix + i) * D + d)] == 0.5f);
   }
 }
+
+TEST_CASE("patch_drop_spread puts the kept rows back in grid order and zeros the dropped ones",
+          "[layers][patch_drop]") {
+  const int n = 3, N = 9, kept = 4, D = 5;
+  std::vector<uint8_t> keep(size_t(n) * N);
+  std::vector<float> draws(size_t(n) * N);
+  patch_drop_draw(keep.data(), draws.data(), n, N, kept, 22, 0);
+  const auto full = random_vector(n * N * D, 1.0f, 5);
+  std::vector<float> kept_rows(size_t(n) * kept * D), spread(full.size(), -9.0f);
+  patch_drop_forward(kept_rows.data(), full.data(), keep.data(), n, 0, N, kept, D);
+  patch_drop_spread(spread.data(), kept_rows.data(), keep.data(), n, N, kept, D);
+  for (int i = 0; i < n * N; ++i)
+    for (int d = 0; d < D; ++d)
+      REQUIRE(spread[size_t(i * D + d)] == (keep[size_t(i)] ? full[size_t(i * D + d)] : 0.0f));
+}

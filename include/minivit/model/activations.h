@@ -87,6 +87,18 @@ struct Activations {
   float* tokens;        // (B, T, D) every token, position embedding added
   uint8_t* patch_keep;  // (B, N) 1 for the patches an image keeps
   float* patch_draws;   // (B, N) scratch of the draw that picks them
+  // Behind a conv stem, a training step with patch dropout runs the stem's last stage and
+  // the projection on the kept patches alone, K = ModelConfig::kept_patches() of each
+  // image's N (vit_forward.cpp), with I the last stage's window length; the full-size
+  // buffers above and in `stem` then hold zero rows at the dropped patches.
+  float* kept_cols = nullptr;         // (B, K, I) the last stage's windows at kept patches
+  float* kept_pre = nullptr;          // (B, K, C') GELU's slope there
+  float* kept_patches = nullptr;      // (B, K, C') the stem's output there
+  float* kept_patch_proj = nullptr;   // (B, K, D) their projection
+  float* dkept_patch_proj = nullptr;  // (B, K, D) backward: gradient at kept_patch_proj
+  float* dkept_patches = nullptr;     // (B, K, C') at kept_patches
+  float* dkept_pre = nullptr;         // (B, K, C') at the last stage's pre-activation
+  float* dkept_cols = nullptr;        // (B, K, I) at kept_cols (stems of two stages or more)
   std::vector<BlockActivations> blocks;  // (L)
   float* x_final;     // (B, T, D) the residual stream after the last block
   float* branch;      // (B, T, D) forward scratch: a branch output before the residual add

@@ -22,7 +22,10 @@ void conv3x3_s2_gather(float* rows, const float* inp, int B, int C, int S, bool 
 
 // dinp (B, S, S, C) += every row of drows (B, S_out^2, 9 C) added back to the pixels its
 // entries were gathered from. Each image is one thread's, its sums in a fixed order.
-void conv3x3_s2_scatter(float* dinp, const float* drows, int B, int C, int S);
+// With `keep` (B, S_out^2), drows holds the rows of the kept positions alone, (B, kept,
+// 9 C), each image's in position order, and the others add nothing.
+void conv3x3_s2_scatter(float* dinp, const float* drows, int B, int C, int S,
+                        const uint8_t* keep = nullptr, int kept = 0);
 
 MINIVIT_ISA_END
 }  // namespace minivit

@@ -33,5 +33,11 @@ void patch_drop_forward(float* out, const float* tokens, const uint8_t* keep, in
 void patch_drop_backward(float* dtokens, const float* dout, const uint8_t* keep, int n,
                          int prefix, int N, int kept, int D);
 
+// full (n, N, D) = the rows of kept_rows (n, kept, D) at the kept patches, in grid order, and
+// zero rows at the dropped ones: the inverse of patch_drop_forward with no prefix, for
+// buffers that a whole-grid pass reads (vit_forward.cpp's conv stem).
+void patch_drop_spread(float* full, const float* kept_rows, const uint8_t* keep, int n, int N,
+                       int kept, int D);
+
 MINIVIT_ISA_END
 }  // namespace minivit
