@@ -7,7 +7,7 @@ namespace minivit {
   namespace level {                                                                         \
   void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,   \
             int lda, const float* B, int ldb, float beta, float* C, int ldc,                \
-            Products products, const GemmEpilogue& epilogue);                               \
+            Products products, const GemmEpilogue& epilogue, const uint8_t* k_used);        \
   }
 MINIVIT_DECLARE_GEMM(isa_x86_64)
 MINIVIT_DECLARE_GEMM(isa_avx2)
@@ -18,14 +18,15 @@ inline namespace dispatch {
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc, Products products,
-          const GemmEpilogue& epilogue) {
+          const GemmEpilogue& epilogue, const uint8_t* k_used) {
   auto* level = &isa_x86_64::gemm;  // OpenBLAS: its own dispatch does the rest
   if (products.kernels == GemmKernels::avx2) level = &isa_avx2::gemm;
   if (products.kernels == GemmKernels::avx512 || products.kernels == GemmKernels::amx)
     level = &isa_avx512::gemm;
   if (products.kernels != GemmKernels::openblas && !cpu_runs(products.kernels))
     level = &isa_x86_64::gemm, products = {GemmKernels::openblas, Precision::fp32};
-  level(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, products, epilogue);
+  level(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, products, epilogue,
+        k_used);
 }
 
 }  // namespace dispatch

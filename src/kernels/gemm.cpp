@@ -40,7 +40,8 @@ static void add_residual(const GemmEpilogue& e, int M, int N, float* C, int ldc)
 // request for kernels of another level, which Compute never makes, goes to OpenBLAS.
 static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                          const float* A, int lda, const float* B, int ldb, float beta, float* C,
-                         int ldc, Products products, const GemmEpilogue& e) {
+                         int ldc, Products products, const GemmEpilogue& e,
+                         const uint8_t* k_used) {
   [[maybe_unused]] const bool bf16 = products.precision == Precision::bf16;
 #if MINIVIT_ISA_LEVEL == 2
   const bool amx_tiles = bf16 && products.kernels == GemmKernels::amx;
@@ -48,10 +49,11 @@ static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float 
     return sgemm_avx512_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
   if (!amx_tiles &&
       (products.kernels == GemmKernels::avx512 || products.kernels == GemmKernels::amx))
-    return sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
+    return sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e,
+                        k_used);
 #elif MINIVIT_ISA_LEVEL == 1
   if (products.kernels == GemmKernels::avx2)
-    return sgemm_avx2(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
+    return sgemm_avx2(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e, k_used);
 #endif
   // The AMX tiles and OpenBLAS store C as it is: the epilogue runs around them.
   if (e.bias && !e.residual) {
@@ -76,7 +78,7 @@ static constexpr double kMinSplitWork = 1 << 18;
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc, Products products,
-          const GemmEpilogue& epilogue) {
+          const GemmEpilogue& epilogue, const uint8_t* k_used) {
   if (M <= 0 || N <= 0) return;
   if (!epilogue.empty() && beta != 0.0f)
     throw Error("gemm: an epilogue (bias, residual, GELU or scale) needs beta = 0");
@@ -97,7 +99,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
   const int threads = nested ? 1 : std::min(omp_get_max_threads(), parts);
   if (parts == 1 || (threads == 1 && products.kernels != GemmKernels::openblas)) {
     serial_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, products,
-                 epilogue);
+                 epilogue, k_used);
     return;
   }
   // Contiguous blocks of rows (or columns) of C, each computed by exactly one thread.
@@ -112,7 +114,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
       if (epilogue.gelu) part_epilogue.gelu += begin * epilogue.ld_gelu;
       if (epilogue.scale) part_epilogue.scale += begin * epilogue.ld_scale;
       serial_sgemm(trans_a, trans_b, end - begin, N, K, alpha, A_part, lda, B, ldb, beta,
-                   C + int64_t(begin) * ldc, ldc, products, part_epilogue);
+                   C + int64_t(begin) * ldc, ldc, products, part_epilogue, k_used);
     } else {
       const float* B_part = trans_b ? B + int64_t(begin) * ldb : B + begin;
       if (epilogue.residual) part_epilogue.residual += begin;
@@ -120,7 +122,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
       if (epilogue.gelu) part_epilogue.gelu += begin;
       if (epilogue.scale) part_epilogue.scale += begin;
       serial_sgemm(trans_a, trans_b, M, end - begin, K, alpha, A, lda, B_part, ldb, beta,
-                   C + begin, ldc, products, part_epilogue);
+                   C + begin, ldc, products, part_epilogue, k_used);
     }
   };
   if (threads == 1) {

@@ -118,9 +118,9 @@ struct Avx2 {
 
 void sgemm_avx2(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                 int lda, const float* B, int ldb, float beta, float* C, int ldc,
-                const GemmEpilogue& epilogue) {
+                const GemmEpilogue& epilogue, const uint8_t* k_used) {
   sgemm_blocked::sgemm_any<Avx2>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                                 epilogue);
+                                 epilogue, k_used);
 }
 
 MINIVIT_ISA_END

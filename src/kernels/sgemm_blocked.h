@@ -62,19 +62,30 @@ void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int N, float*
   }
 }
 
+// The k of a block of kc that a tile sums over: all, or (kListed) the `count` listed in
+// `used` (gemm's k_used), in order.
+struct BlockSteps {
+  int kc;
+  const int* used = nullptr;
+  int count = 0;
+};
+
 // C[0:kRows, 0:cols] = alpha * op(A)[0:kRows, 0:kc] . panel + beta * C, with op(A)(r, k)
-// at a[k * lda + r] (kTransA) or a[r * lda + k], and the panel's row k at panel + k * ldp.
-// beta == 0 never reads C; ep adds the residual and the bias (tile_epilogue.h).
-template <class Isa, int kRows, bool kTransA>
-void tile(const float* a, int lda, const float* panel, int ldp, int kc, float* C, int ldc, int cols,
-          float alpha, float beta, const TileEpilogue& ep) {
+// at a[k * lda + r] (kTransA) or a[r * lda + k], and the panel's row k at panel + k * ldp,
+// summed over the block's steps. beta == 0 never reads C; ep adds the residual and the bias
+// (tile_epilogue.h).
+template <class Isa, int kRows, bool kTransA, bool kListed>
+void tile(const float* a, int lda, const float* panel, int ldp, BlockSteps block, float* C,
+          int ldc, int cols, float alpha, float beta, const TileEpilogue& ep) {
   constexpr int kVecs = Isa::kVecs, kLanes = Isa::kLanes;
   typename Isa::Vec acc[kRows][kVecs];
 #pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < kVecs; ++v) acc[r][v] = Isa::zero();
-  for (int k = 0; k < kc; ++k) {
+  const int steps = kListed ? block.count : block.kc;
+  for (int step = 0; step < steps; ++step) {
+    const int k = kListed ? block.used[step] : step;
     typename Isa::Vec b[kVecs];
 #pragma GCC unroll 4
     for (int v = 0; v < kVecs; ++v) b[v] = Isa::load(panel + int64_t(k) * ldp + kLanes * v);
@@ -91,20 +102,22 @@ void tile(const float* a, int lda, const float* panel, int ldp, int kc, float* C
 }
 
 // Tiles of Isa::kMr rows, and one of `rows` < kMr at the bottom edge.
-template <class Isa, bool kTransA, int kRows = Isa::kMr>
-void tile_rows(int rows, const float* a, int lda, const float* panel, int ldp, int kc, float* C,
-               int ldc, int cols, float alpha, float beta, const TileEpilogue& ep) {
+template <class Isa, bool kTransA, bool kListed, int kRows = Isa::kMr>
+void tile_rows(int rows, const float* a, int lda, const float* panel, int ldp, BlockSteps block,
+               float* C, int ldc, int cols, float alpha, float beta, const TileEpilogue& ep) {
   if constexpr (kRows >= 1) {
     if (rows == kRows)
-      return tile<Isa, kRows, kTransA>(a, lda, panel, ldp, kc, C, ldc, cols, alpha, beta, ep);
-    return tile_rows<Isa, kTransA, kRows - 1>(rows, a, lda, panel, ldp, kc, C, ldc, cols, alpha,
-                                              beta, ep);
+      return tile<Isa, kRows, kTransA, kListed>(a, lda, panel, ldp, block, C, ldc, cols, alpha,
+                                                beta, ep);
+    return tile_rows<Isa, kTransA, kListed, kRows - 1>(rows, a, lda, panel, ldp, block, C, ldc,
+                                                       cols, alpha, beta, ep);
   }
 }
 
 template <class Isa, bool kTransA>
 void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans_b,
-           const float* B, int ldb, float beta, float* C, int ldc, const GemmEpilogue& epilogue) {
+           const float* B, int ldb, float beta, float* C, int ldc, const GemmEpilogue& epilogue,
+           const uint8_t* k_used) {
   constexpr int kNr = Isa::kLanes * Isa::kVecs, kKc = Isa::kKc, kMc = Isa::kMc, kMr = Isa::kMr;
   if (K <= 0) {  // an empty sum: C = beta * C, as BLAS defines it, then the epilogue
     for (int i = 0; i < M; ++i)
@@ -129,10 +142,19 @@ void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans
   const int group = in_place ? panels : Isa::kPackPanels;
   const int ldp = in_place ? ldb : kNr;
 
+  int used[kKc];
   for (int k0 = 0; k0 < K; k0 += kKc) {
     const int kc = std::min(kKc, K - k0);
     const float block_beta = k0 == 0 ? beta : 1.0f;  // later blocks add to the first's sum
     const bool first_block = k0 == 0, last_block = k0 + kc >= K;
+    // The blocks stay those of every k, so that each sum is cut where it would be without
+    // k_used; inside one, the skipped terms are exact zeros.
+    BlockSteps block{kc};
+    if (k_used) {
+      block.used = used;
+      for (int k = 0; k < kc; ++k)
+        if (k_used[k0 + k]) used[block.count++] = k;
+    }
     for (int p0 = 0; p0 < panels; p0 += group) {
       const int p1 = std::min(panels, p0 + group);
       if (!in_place) {
@@ -148,9 +170,15 @@ void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans
               in_place ? B + int64_t(k0) * ldb + j0 : packed + int64_t(p - p0) * kc * kNr;
           for (int i = i0; i < i1; i += kMr) {
             const float* a = kTransA ? A + int64_t(k0) * lda + i : A + int64_t(i) * lda + k0;
-            tile_rows<Isa, kTransA>(std::min(kMr, i1 - i), a, lda, panel, ldp, kc,
-                                    C + int64_t(i) * ldc + j0, ldc, cols, alpha, block_beta,
-                                    tile_epilogue(epilogue, i, j0, first_block, last_block));
+            const int rows = std::min(kMr, i1 - i);
+            float* c = C + int64_t(i) * ldc + j0;
+            const TileEpilogue ep = tile_epilogue(epilogue, i, j0, first_block, last_block);
+            if (block.used)
+              tile_rows<Isa, kTransA, true>(rows, a, lda, panel, ldp, block, c, ldc, cols, alpha,
+                                            block_beta, ep);
+            else
+              tile_rows<Isa, kTransA, false>(rows, a, lda, panel, ldp, block, c, ldc, cols,
+                                             alpha, block_beta, ep);
           }
         }
       }
@@ -162,11 +190,11 @@ void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans
 template <class Isa>
 void sgemm_any(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc,
-               const GemmEpilogue& epilogue) {
+               const GemmEpilogue& epilogue, const uint8_t* k_used) {
   if (trans_a)
-    sgemm<Isa, true>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc, epilogue);
+    sgemm<Isa, true>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc, epilogue, k_used);
   else
-    sgemm<Isa, false>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc, epilogue);
+    sgemm<Isa, false>(M, N, K, alpha, A, lda, trans_b, B, ldb, beta, C, ldc, epilogue, k_used);
 }
 
 }  // namespace sgemm_blocked

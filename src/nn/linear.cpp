@@ -66,22 +66,22 @@ int linear_param_pieces(int I, int O) {
 // row by row, where a plain loop over columns would stride through memory.
 void linear_backward_params(float* dweight, float* dbias, const float* dout, const float* inp,
                             int R, int I, int O, const float* ones, int piece,
-                            Products products) {
+                            Products products, const uint8_t* rows_used) {
   const int begin = piece * kPieceWidth;
   const Products fp32{products.kernels, Precision::fp32};
   if (O >= I) {  // rows [begin, end) of dW and db
     const int rows = std::min(O, begin + kPieceWidth) - begin;
     gemm(true, false, rows, I, R, 1.0f, dout + begin, O, inp, I, 1.0f,
-         dweight + int64_t(begin) * I, I, products);
+         dweight + int64_t(begin) * I, I, products, {}, rows_used);
     if (dbias)
       gemm(true, false, 1, rows, R, 1.0f, ones, 1, dout + begin, O, 1.0f, dbias + begin, O,
-           fp32);
+           fp32, {}, rows_used);
   } else {  // columns [begin, end) of dW; db with the first piece
     const int cols = std::min(I, begin + kPieceWidth) - begin;
     gemm(true, false, O, cols, R, 1.0f, dout, O, inp + begin, I, 1.0f, dweight + begin, I,
-         products);
+         products, {}, rows_used);
     if (dbias && piece == 0)
-      gemm(true, false, 1, O, R, 1.0f, ones, 1, dout, O, 1.0f, dbias, O, fp32);
+      gemm(true, false, 1, O, R, 1.0f, ones, 1, dout, O, 1.0f, dbias, O, fp32, {}, rows_used);
   }
 }
 

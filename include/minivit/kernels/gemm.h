@@ -54,9 +54,14 @@ struct GemmEpilogue {
 
 MINIVIT_ISA_BEGIN
 
+// k_used (K), where given: 0 at each k whose terms op(A)(i, k) op(B)(k, j) are all exact
+// zeros, one factor zero and the other finite (a weight gradient's rows for patches that
+// patch dropout left out). minivit's fp32 kernels skip those k; a sum that starts at +0 is
+// unchanged by adding them, so the result is the same bit for bit, and other kernels may
+// add them.
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc, Products products,
-          const GemmEpilogue& epilogue = {});
+          const GemmEpilogue& epilogue = {}, const uint8_t* k_used = nullptr);
 
 MINIVIT_ISA_END
 }  // namespace minivit

@@ -11,7 +11,7 @@ MINIVIT_ISA_BEGIN
 
 void sgemm_avx2(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                 int lda, const float* B, int ldb, float beta, float* C, int ldc,
-                const GemmEpilogue& epilogue = {});
+                const GemmEpilogue& epilogue = {}, const uint8_t* k_used = nullptr);
 
 MINIVIT_ISA_END
 }  // namespace minivit

@@ -10,7 +10,7 @@ MINIVIT_ISA_BEGIN
 
 void sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                   int lda, const float* B, int ldb, float beta, float* C, int ldc,
-                  const GemmEpilogue& epilogue = {});
+                  const GemmEpilogue& epilogue = {}, const uint8_t* k_used = nullptr);
 
 // The same products with op(A) and op(B) rounded to bfloat16 (to nearest even) and their
 // products summed in fp32, by AVX512_BF16's VDPBF16PS: about twice the rate. Compiled with

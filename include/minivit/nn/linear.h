@@ -49,12 +49,14 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // piece it falls in, so the cut changes no bit.
 // With add_into false it sets dinp instead, sparing the clearing pass a scratch gradient
 // would need (the same bits: the sum plus zero).
+// rows_used (R), where given: 0 at the rows whose dout is zero (the patches patch dropout
+// left out), which the products may skip (gemm's k_used).
 void linear_backward_input(float* dinp, const float* dout, const float* weight, int R, int I,
                            int O, bool add_into, Products products);
 int linear_param_pieces(int I, int O);
 void linear_backward_params(float* dweight, float* dbias, const float* dout, const float* inp,
                             int R, int I, int O, const float* ones, int piece,
-                            Products products);
+                            Products products, const uint8_t* rows_used = nullptr);
 
 MINIVIT_ISA_END
 }  // namespace minivit
