@@ -137,6 +137,9 @@ void predict_normalised(minivit_model& model, const float* images, int count, fl
     model.acts = std::make_unique<minivit::Activations>(m, batch, false);
   }
   model.acts->compute.threads = model.threads;
+  // A loaded checkpoint's weights never change: its forward weights are made once.
+  if (model.acts->forward_weights_held != ckpt.model->weights.data())
+    minivit::hold_forward_weights(*ckpt.model, *model.acts);
   const minivit::DenormalsFlushed flushed(model.threads > 0 ? model.threads : omp_get_max_threads());
   const int K = m.num_classes;
   const int chunk = model.acts->max_batch;

@@ -103,12 +103,17 @@ const BufferSpec<Blk> kBlockBuffers[] = {
     {"path_scale_att", &Blk::path_scale_att, {B, one, one, one}, with_drop_path},
     {"path_scale_mlp", &Blk::path_scale_mlp, {B, one, one, one}, with_drop_path},
     {"att_grad", &Blk::att_grad, {B, H, T, T}, with_attention_grads},
+    {"qkv_w_t", &Blk::qkv_w_t, {D, D3, one, one}, always},
+    {"proj_w_t", &Blk::proj_w_t, {D, D, one, one}, always},
+    {"fc1_w_t", &Blk::fc1_w_t, {D, M, one, one}, always},
+    {"fc2_w_t", &Blk::fc2_w_t, {M, D, one, one}, always},
 };
 
 // Once per model.
 const BufferSpec<Act> kModelBuffers[] = {
     {"patches", &Act::patches, {B, N, PL, one}, always},
     {"patch_proj", &Act::patch_proj, {B, N, D, one}, always},
+    {"patch_w_t", &Act::patch_w_t, {PL, D, one, one}, always},
     {"tokens", &Act::tokens, {B, T, D, one}, with_patch_drop},
     {"patch_keep", &Act::patch_keep, {B, N, one, one}, with_patch_drop},
     {"patch_draws", &Act::patch_draws, {B, N, one, one}, with_patch_drop},
@@ -170,6 +175,7 @@ const BufferSpec<Stm> kStemBuffers[] = {
     {"stem_dout", &Stm::dout, {B, StemRows, StemOut, one}, stem_hidden_in_training},
     {"stem_dpre", &Stm::dpre, {B, StemRows, StemOut, one}, in_training},
     {"stem_dcols", &Stm::dcols, {B, StemRows, StemCols, one}, stem_input_grad},
+    {"stem_weight_t", &Stm::weight_t, {StemCols, StemOut, one, one}, always},
 };
 
 // Threads the attention core may use: the pool's size, or the core count if larger, so

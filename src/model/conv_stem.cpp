@@ -44,6 +44,7 @@ void stem_forward_chunk(const ViT& model, Activations& acts, const float* images
     const StemActivations& a = acts.stem[size_t(s)];
     const StemParams& w = model.w.stem[size_t(s)];
     const bool last = s + 1 == stages;
+    const LinearWeight weight{w.weight, a.weight_t};
     float* cols = at(a.cols, int64_t(shape.R) * shape.I);
     float* out = last ? at(acts.patches, int64_t(shape.R) * shape.O)
                       : at(a.out, int64_t(shape.R) * shape.O);
@@ -55,14 +56,14 @@ void stem_forward_chunk(const ViT& model, Activations& acts, const float* images
       float* kept_pre = at(acts.kept_pre, int64_t(K) * shape.O);
       float* kept_out = at(acts.kept_patches, int64_t(K) * shape.O);
       patch_drop_forward(kept_cols, cols, keep, n, 0, shape.R, K, shape.I);
-      linear_forward(kept_pre, kept_cols, w.weight, nullptr, n * K, shape.I, shape.O,
+      linear_forward(kept_pre, kept_cols, weight, nullptr, n * K, shape.I, shape.O,
                      acts.products(false));
       bias_gelu_forward(kept_out, kept_pre, w.bias, int64_t(n) * K, shape.O, keep_gelu_slope);
       patch_drop_spread(out, kept_out, keep, n, shape.R, K, shape.O);
       return;
     }
     float* pre = at(a.pre, int64_t(shape.R) * shape.O);
-    linear_forward(pre, cols, w.weight, nullptr, n * shape.R, shape.I, shape.O,
+    linear_forward(pre, cols, weight, nullptr, n * shape.R, shape.I, shape.O,
                    acts.products(false));
     bias_gelu_forward(out, pre, w.bias, int64_t(n) * shape.R, shape.O, keep_gelu_slope);
     inp = out;

@@ -82,6 +82,7 @@ static void embed_forward_chunk(const ViT& model, Activations& acts, const float
   // Behind a conv stem, the last stage and the projection run on the kept patches alone; the
   // dropped patches' rows of patch_proj are zero, and patch_drop_forward leaves them out.
   const bool stem = c.patch_embed == PatchEmbedKind::conv;
+  const LinearWeight patch_w{w.patch_w, acts.patch_w_t};
   // A training forward leaves GELU's slope in place of its input, which is all backward
   // needs; an evaluation forward (validation's, the gradient rollout's) spares the exp.
   if (stem)
@@ -91,11 +92,11 @@ static void embed_forward_chunk(const ViT& model, Activations& acts, const float
              c.patch_embed == PatchEmbedKind::shifted);
   if (stem && drop_patches) {
     float* kept_proj = at(acts.kept_patch_proj, int64_t(K) * D);
-    linear_forward(kept_proj, at(acts.kept_patches, int64_t(K) * PL), w.patch_w, w.patch_b,
+    linear_forward(kept_proj, at(acts.kept_patches, int64_t(K) * PL), patch_w, w.patch_b,
                    n * K, PL, D, acts.products(false));
     patch_drop_spread(patch_proj, kept_proj, keep, n, N, K, D);
   } else {
-    linear_forward(patch_proj, patches, w.patch_w, w.patch_b, n * N, PL, D, acts.products(false));
+    linear_forward(patch_proj, patches, patch_w, w.patch_b, n * N, PL, D, acts.products(false));
   }
   const int64_t first_block_tokens = int64_t(c.pass_tokens(training)) * D;
   float* tokens = drop_patches ? at(acts.tokens, int64_t(c.tokens()) * D)
@@ -145,7 +146,7 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     // x_mid = x + drop(proj(attn(LN1(x))))
     layernorm_forward(ln1, at(a.ln1_mean, T), at(a.ln1_rstd, T), x, bw.norm1_w, bw.norm1_b, BT,
                       D);
-    linear_forward(qkv, ln1, bw.qkv_w, bw.qkv_b, BT, D, 3 * D, products);
+    linear_forward(qkv, ln1, {bw.qkv_w, a.qkv_w_t}, bw.qkv_b, BT, D, 3 * D, products);
     {
       AttentionTimer timer(acts.profile);
       const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
@@ -157,7 +158,7 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
     // connections. Without dropout or drop path on the branch, the product adds the residual
     // and its bias as it stores (linear_residual_forward).
     auto residual_branch = [&](float* out, const float* residual, const float* inp,
-                               const float* weight, const float* bias, int I, uint8_t* mask,
+                               LinearWeight weight, const float* bias, int I, uint8_t* mask,
                                DropoutSite drop_site, float* path_scale, DropoutSite path_site) {
       if (p == 0.0f && p_block == 0.0f)
         return linear_residual_forward(out, inp, weight, bias, residual, BT, I, D, products);
@@ -167,16 +168,19 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
         drop_path_forward(branch, path_scale, n, TD, p_block, key(path_site), first);
       residual_add(out, residual, branch, BT, D);
     };
-    residual_branch(resid_mid, x, att_out, bw.proj_w, bw.proj_b, D, at(a.proj_mask, TD),
+    residual_branch(resid_mid, x, att_out, {bw.proj_w, a.proj_w_t}, bw.proj_b, D,
+                    at(a.proj_mask, TD),
                     kSiteProj, at(a.path_scale_att, 1), kSitePathAtt);
 
     // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
     layernorm_forward(ln2, at(a.ln2_mean, T), at(a.ln2_rstd, T), resid_mid, bw.norm2_w,
                       bw.norm2_b, BT, D);
-    linear_gelu_forward(fc1, fc2_in, ln2, bw.fc1_w, bw.fc1_b, BT, D, M, products, training);
+    linear_gelu_forward(fc1, fc2_in, ln2, {bw.fc1_w, a.fc1_w_t}, bw.fc1_b, BT, D, M, products,
+                        training);
     dropout_forward(fc2_in, at(a.gelu_mask, TM), fc2_in, int64_t(BT) * M, p, key(kSiteGelu),
                     first_tm);
-    residual_branch(x_next, resid_mid, fc2_in, bw.fc2_w, bw.fc2_b, M, at(a.fc2_mask, TD),
+    residual_branch(x_next, resid_mid, fc2_in, {bw.fc2_w, a.fc2_w_t}, bw.fc2_b, M,
+                    at(a.fc2_mask, TD),
                     kSiteFc2, at(a.path_scale_mlp, 1), kSitePathMlp);
   }
 
@@ -212,6 +216,8 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
   const float p_path = training ? c.drop_path : 0.0f;
   check_forward(model, acts, images, B, training);
   acts.forward_batch = 0;  // until this forward is complete
+  if (training || acts.forward_weights_held != model.weights.data())
+    make_forward_weights(model, acts);
 
   for_each_chunk(B, acts.attention_slots, [&](int b0, int n) {
     forward_chunk(model, acts, images, b0, n, training, p, p_att, p_path, dropout_key,

@@ -9,26 +9,36 @@
 namespace minivit {
 MINIVIT_ISA_BEGIN
 
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int R,
+// out (R, O) = inp (R, I) . W^T, from W^T where the caller keeps it (read in place), else
+// from W (packed by the kernels).
+static void forward_product(float* out, const float* inp, LinearWeight weight, int R, int I,
+                            int O, Products products, const GemmEpilogue& epilogue) {
+  if (weight.columns)
+    gemm(false, false, R, O, I, 1.0f, inp, I, weight.columns, O, 0.0f, out, O, products,
+         epilogue);
+  else
+    gemm(false, true, R, O, I, 1.0f, inp, I, weight.rows, I, 0.0f, out, O, products, epilogue);
+}
+
+void linear_forward(float* out, const float* inp, LinearWeight weight, const float* bias, int R,
                     int I, int O, Products products) {
-  gemm(false, true, R, O, I, 1.0f, inp, I, weight, I, 0.0f, out, O, products,
-       GemmEpilogue{bias, nullptr, 0});
+  forward_product(out, inp, weight, R, I, O, products, GemmEpilogue{bias, nullptr, 0});
 }
 
-void linear_residual_forward(float* out, const float* inp, const float* weight, const float* bias,
-                             const float* residual, int R, int I, int O, Products products) {
-  gemm(false, true, R, O, I, 1.0f, inp, I, weight, I, 0.0f, out, O, products,
-       GemmEpilogue{bias, residual, O});
+void linear_residual_forward(float* out, const float* inp, LinearWeight weight,
+                             const float* bias, const float* residual, int R, int I, int O,
+                             Products products) {
+  forward_product(out, inp, weight, R, I, O, products, GemmEpilogue{bias, residual, O});
 }
 
-void linear_gelu_forward(float* pre, float* gelu_out, const float* inp, const float* weight,
+void linear_gelu_forward(float* pre, float* gelu_out, const float* inp, LinearWeight weight,
                          const float* bias, int R, int I, int O, Products products,
                          bool slope_in_pre) {
   GemmEpilogue epilogue{bias, nullptr, 0};
   epilogue.gelu = gelu_out;
   epilogue.ld_gelu = O;
   epilogue.gelu_slope = slope_in_pre;
-  gemm(false, true, R, O, I, 1.0f, inp, I, weight, I, 0.0f, pre, O, products, epilogue);
+  forward_product(pre, inp, weight, R, I, O, products, epilogue);
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,

@@ -126,6 +126,7 @@ void attention_stats_over(const ViT& model, const Config& config, const SplitIma
   Activations acts(m, int(batch), false);
   std::vector<float> images(size_t(batch) * len);
   ProgressLine progress;
+  const ForwardWeightsHeld held(model, acts);
   for (int64_t start = 0; start < n; start += batch) {
     const int B = int(std::min(batch, n - start));
     for (int b = 0; b < B; ++b) {

@@ -49,6 +49,7 @@ static Latency measure_latency(const ViT& model, const Compute& compute, int n) 
   for (size_t i = 0; i < images.size(); ++i) images[i] = float(rng_normal(5, i));
   Activations acts(mc, 1, false);
   acts.compute = compute;
+  const ForwardWeightsHeld held(model, acts);  // as a loaded model's predictions do
   auto forward = [&](int i) {
     vit_forward(model, acts, images.data() + (i % kLatencyImageSet) * image_len, 1, false, 0);
   };
@@ -94,10 +95,13 @@ Throughput measure_throughput(BenchSetup& s, const BenchSteps& opt) {
   t.backward_share = profile.backward_seconds / t.train_s;
   t.update_share = profile.update_seconds / t.train_s;
 
-  for (int i = 0; i < opt.warmup; ++i) s.eval_batch();
-  const auto t0 = Clock::now();
-  for (int i = 0; i < opt.steps; ++i) s.eval_batch();
-  t.eval_s = seconds_since(t0);
+  {
+    const ForwardWeightsHeld held(s.model, s.acts);  // as one evaluation pass holds them
+    for (int i = 0; i < opt.warmup; ++i) s.eval_batch();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < opt.steps; ++i) s.eval_batch();
+    t.eval_s = seconds_since(t0);
+  }
 
   t.sgemm = measure_sgemm_gflops(s.B * s.mc.tokens(), 3 * s.mc.dim, s.mc.dim, s.acts.compute.kernels);
   t.train_ips = double(opt.steps) * s.B / t.train_s;

@@ -25,6 +25,7 @@ EvalResult evaluate(const ViT& model, Activations& acts, const Dataset& data,
   std::vector<int32_t> labels(static_cast<size_t>(max_b));
   std::vector<float> targets(size_t(max_b) * K);
   EvalResult r;
+  const ForwardWeightsHeld held(model, acts);  // the model does not change during the pass
   r.confusion.assign(size_t(K), std::vector<int64_t>(size_t(K), 0));
   int64_t correct1 = 0, correct5 = 0;
   double loss_sum = 0.0;

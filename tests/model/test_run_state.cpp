@@ -187,6 +187,8 @@ TEST_CASE("vit_forward and vit_backward refuse callers that break their precondi
   Activations wrong_shape(wider, B, true);
   CHECK_THROWS_WITH(vit_forward(model, wrong_shape, images.data(), B, false, 0),
                     Contains("built for another model"));
+  CHECK_THROWS_WITH(hold_forward_weights(model, wrong_shape), Contains("built for another model"));
+  CHECK(wrong_shape.forward_weights_held == nullptr);
   ModelConfig with_dropout = c;
   with_dropout.dropout = 0.1f;
   ViT dropout_model(with_dropout);
@@ -221,4 +223,43 @@ TEST_CASE("a model and its run state refuse impossible shapes", "[model][state][
   ViT model(tiny_model_config());
   Optimizer wrong(OptimConfig{}, model.num_params + 1);
   CHECK_THROWS_WITH(wrong.step(model, 1e-3f), Contains("optimizer"));
+}
+
+TEST_CASE("held forward weights are read as they were made until released; a training "
+          "forward makes them anew", "[model][state]") {
+  ModelConfig c = tiny_model_config();
+  SECTION("patches") {}
+  SECTION("a conv stem") {
+    c.patch_embed = PatchEmbedKind::conv;
+    c.stem_channels = 3;
+  }
+  Run run(c, 11);
+  const int B = Run::kBatch, K = c.num_classes;
+  auto logits = [&](Activations& acts, bool training) {
+    vit_forward(run.model, acts, run.images.data(), B, training, rng_key(3, kRngDropout, 0));
+    return std::vector<float>(acts.logits, acts.logits + B * K);
+  };
+  Activations eval(c, B, false), fresh(c, B, false);
+  const std::vector<float> before = logits(eval, false);
+  std::vector<float> moved;
+  {
+    const ForwardWeightsHeld held(run.model, eval);
+    CHECK(eval.forward_weights_held == run.model.weights.data());
+    CHECK(logits(eval, false) == before);
+    // The weights move under the held copy: its matrices stay as they were made (the
+    // contract is to hold only what does not move; this shows that nothing remakes them).
+    run.train_one_step();
+    moved = logits(fresh, false);
+    CHECK(moved != before);
+    CHECK(logits(eval, false) != moved);
+  }
+  CHECK(eval.forward_weights_held == nullptr);
+  CHECK(logits(eval, false) == moved);
+
+  // A training forward never reads a held copy: it makes its own from the weights as they are.
+  Activations trained(c, B, true), fresh_trained(c, B, true);
+  hold_forward_weights(run.model, trained);
+  run.train_one_step();
+  CHECK(logits(trained, true) == logits(fresh_trained, true));
+  release_forward_weights(trained);
 }

@@ -33,6 +33,41 @@ TEST_CASE("linear forward is x W^T + b", "[layers][linear]") {
   CHECK(y[3] == Approx(7.5f - 1));
 }
 
+TEST_CASE("a linear forward from the transposed weight gives the same bits as from the weight",
+          "[layers][linear]") {
+  // Widths whose transposes the kernels read in place (multiples of 64) and widths they
+  // still pack; 200 rows cross a block of rows; 130 inputs a block of k. The residual and
+  // GELU stores too, and bf16 products where this level has them.
+  for (const Precision precision : {Precision::fp32, Precision::bf16})
+    for (const auto [R, I, O] : {std::array{200, 64, 192}, std::array{37, 130, 64},
+                                 std::array{9, 24, 40}, std::array{1, 64, 128}}) {
+      INFO("R " << R << " I " << I << " O " << O << " bf16 " << (precision == Precision::bf16));
+      const auto x = random_vector(R * I, 1.0f, 41), W = random_vector(O * I, 0.5f, 42);
+      const auto b = random_vector(O, 0.5f, 43), residual = random_vector(R * O, 1.0f, 44);
+      std::vector<float> Wt(size_t(I) * O);
+      for (int o = 0; o < O; ++o)
+        for (int i = 0; i < I; ++i) Wt[size_t(i) * O + o] = W[size_t(o) * I + i];
+      const Products products = level_products(precision);
+      auto both = [&](auto&& forward) {
+        std::vector<float> from_rows(size_t(R) * O * 2), from_columns(from_rows.size());
+        forward(from_rows.data(), LinearWeight(W.data()));
+        forward(from_columns.data(), LinearWeight(W.data(), Wt.data()));
+        REQUIRE(std::memcmp(from_rows.data(), from_columns.data(), from_rows.size() * 4) == 0);
+      };
+      both([&](float* out, LinearWeight w) {
+        linear_forward(out, x.data(), w, b.data(), R, I, O, products);
+      });
+      both([&](float* out, LinearWeight w) {
+        linear_residual_forward(out, x.data(), w, b.data(), residual.data(), R, I, O, products);
+      });
+      for (const bool slope : {false, true})
+        both([&](float* out, LinearWeight w) {
+          linear_gelu_forward(out, out + int64_t(R) * O, x.data(), w, b.data(), R, I, O, products,
+                              slope);
+        });
+    }
+}
+
 TEST_CASE("linear backward matches finite differences", "[layers][linear][grad]") {
   const int R = 5, I = 7, O = 4;
   auto x = random_vector(R * I, 1.0f, 1), W = random_vector(O * I, 0.5f, 2),

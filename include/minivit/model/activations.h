@@ -41,6 +41,12 @@ struct BlockActivations {
   float* path_scale_mlp;  // (B) the same for the MLP branch
   float* att_grad;   // (B, H, T, T) gradient at att, kept by backward when the activations
                      // were built to explain a prediction (keep_attention_grads)
+  // The block's linear weights transposed, which forward's products read as they lie
+  // (vit.h, forward weights).
+  float* qkv_w_t;    // (D, 3D)
+  float* proj_w_t;   // (D, D)
+  float* fc1_w_t;    // (D, M)
+  float* fc2_w_t;    // (M, D)
 };
 
 // One convolution of the conv stem (model.patch_embed = "conv"), stage s of
@@ -56,6 +62,7 @@ struct StemActivations {
   float* dpre;   // (B, R, O) gradient at pre (training)
   float* dcols;  // (B, R, I) gradient at cols (training, stages after the first: the
                  // image's pixels take no gradient)
+  float* weight_t;  // (I, O) the stage's weight transposed, as forward reads it
 };
 
 // Where a step's time goes, for the benchmark. Counted while an Activations points at one:
@@ -81,6 +88,7 @@ struct Activations {
   float* patches;     // (B, N, C'*P'*P') what the projection reads: each patch's pixels, or
                       // the conv stem's last output (ModelConfig::patch_len)
   float* patch_proj;  // (B, N, D)
+  float* patch_w_t;   // (C'*P'*P', D) the projection's weight transposed, as forward reads it
   // With patch dropout in training (model.patch_drop, nn/patch_drop.h) the embedding writes
   // every token here, and blocks[0].x gets the kept ones: there, and in every (B, T, ...)
   // buffer after it, T is then ModelConfig::train_tokens().
@@ -163,6 +171,10 @@ struct Activations {
     return {compute.kernels,
             training ? compute.effective_precision(block_products) : Precision::fp32};
   }
+
+  // The model weights (ViT::weights.data()) whose transposes the *_w_t buffers hold until
+  // release_forward_weights, or null while each forward makes them anew (vit.h).
+  const float* forward_weights_held = nullptr;
 
   // Set by vit_forward, read by vit_backward: the batch and mode of the last forward.
   int forward_batch = 0;

@@ -10,22 +10,35 @@
 #include "minivit/kernels/isa.h"
 
 namespace minivit {
+
+// The weight a forward multiplies by: (O, I) as PyTorch stores it and, where the caller
+// keeps one, its transpose (I, O), which the product reads as it lies instead of packing
+// the rows of the other into columns on every call (the same sums, the same bits). A plain
+// pointer converts to a weight without a transpose.
+struct LinearWeight {
+  const float* rows;                // (O, I)
+  const float* columns = nullptr;   // (I, O): rows transposed, or null
+  LinearWeight(const float* weight, const float* weight_transposed = nullptr)
+      : rows(weight), columns(weight_transposed) {}
+};
+
 MINIVIT_ISA_BEGIN
 
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int R,
+void linear_forward(float* out, const float* inp, LinearWeight weight, const float* bias, int R,
                     int I, int O, Products products);
 
 // out (R, O) = residual (R, O) + (inp (R, I) . weight^T + bias), the branch of a residual
 // connection and its add in one pass: the product adds the residual and the bias as it
 // stores, rounding as residual + branch, then + bias.
-void linear_residual_forward(float* out, const float* inp, const float* weight, const float* bias,
-                             const float* residual, int R, int I, int O, Products products);
+void linear_residual_forward(float* out, const float* inp, LinearWeight weight,
+                             const float* bias, const float* residual, int R, int I, int O,
+                             Products products);
 
 // pre (R, O) = inp (R, I) . weight^T + bias and gelu_out = GELU(pre) (nn/gelu.h) in one
 // pass: the product applies the GELU to each tile of pre as it stores it. With slope_in_pre
 // (a training forward) pre is left holding GELU's slope at pre instead, all that
 // gelu_backward_slope needs.
-void linear_gelu_forward(float* pre, float* gelu_out, const float* inp, const float* weight,
+void linear_gelu_forward(float* pre, float* gelu_out, const float* inp, LinearWeight weight,
                          const float* bias, int R, int I, int O, Products products,
                          bool slope_in_pre = false);
 
