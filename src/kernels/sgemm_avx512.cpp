@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include "minivit/kernels/transpose16.h"
 #include "sgemm_blocked.h"
 #include "sgemm_tile_store.h"
 
@@ -31,46 +32,15 @@ struct Avx512 {
   static Vec broadcast(float x) { return _mm512_set1_ps(x); }
   static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
 
-  // dst (16, 16), row stride ldd = the transpose of src (16, 16), row stride lds: pairs of
-  // lanes, then pairs of pairs, then 128-bit quarters, in four rounds of shuffles. (GCC 12
-  // warns that the unpack intrinsics' own undefined operands are uninitialised, its bug
-  // 105593, fixed in GCC 13.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
+  // dst (16, 16), row stride ldd = the transpose of src (16, 16), row stride lds.
   static void transpose(const float* src, int64_t lds, float* dst, int64_t ldd) {
-    __m512 r[16], t[16];
+    __m512 r[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
-#pragma GCC unroll 8
-    for (int i = 0; i < 16; i += 2) {
-      t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-      t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 16; i += 4) {
-      const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
-      const __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
-      r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-      r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-      r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-      r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-    }
-#pragma GCC unroll 2
-    for (int i = 0; i < 16; i += 8)
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + 4 + j], 0x88);
-        t[i + 4 + j] = _mm512_shuffle_f32x4(r[i + j], r[i + 4 + j], 0xdd);
-      }
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
-      r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
-    }
+    transpose16(r);
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
   }
-#pragma GCC diagnostic pop
   template <int kRows>
   static void store(const Vec (&acc)[kRows][kVecs], float* C, int ldc, int cols, float alpha,
                     float beta, const TileEpilogue& ep) {

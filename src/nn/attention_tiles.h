@@ -2,11 +2,13 @@
 // The attention core's tile kernels: small dense loops over one (batch, head), a few query
 // rows at a time, with fixed trip counts the compiler turns into vector registers. Internal
 // to src/nn (attention.cpp is their one user).
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
 #include "minivit/kernels/vecmath.h"
 #include "minivit/kernels/isa.h"
+#include "minivit/kernels/transpose16.h"
 
 namespace minivit {
 MINIVIT_ISA_BEGIN
@@ -17,11 +19,29 @@ constexpr int kRows = 4;   // query rows per step: independent sums keep the FMA
 
 inline int padded_tokens(int T) { return (T + kTile - 1) / kTile * kTile; }
 
-// kt (Dh, Tp) = x^T for x (T, Dh) with row stride ld; the padding columns stay zero.
+// kt (Dh, Tp) = x^T for x (T, Dh) with row stride ld; the padding columns keep what they
+// hold. In AVX-512 builds, head sizes of whole vectors go 16 x 16 at a time in registers:
+// element by element, K^T took most of a head's forward outside its products.
 template <int kDh>
 void transpose_head(float* __restrict kt, const float* __restrict x, int ld, int T, int dh) {
   const int Dh = kDh ? kDh : dh;
   const int Tp = padded_tokens(T);
+#if defined(__AVX512F__)
+  if constexpr (kDh > 0 && kDh % 16 == 0) {
+    for (int j0 = 0; j0 < T; j0 += 16) {
+      const int rows = std::min(16, T - j0);
+      const __mmask16 live = __mmask16((1u << rows) - 1);
+      for (int d0 = 0; d0 < kDh; d0 += 16) {
+        __m512 r[16];
+        for (int i = 0; i < 16; ++i)
+          r[i] = i < rows ? _mm512_loadu_ps(x + int64_t(j0 + i) * ld + d0) : _mm512_setzero_ps();
+        transpose16(r);
+        for (int i = 0; i < 16; ++i) _mm512_mask_storeu_ps(kt + (d0 + i) * Tp + j0, live, r[i]);
+      }
+    }
+    return;
+  }
+#endif
   for (int j = 0; j < T; ++j)
     for (int d = 0; d < Dh; ++d) kt[d * Tp + j] = x[int64_t(j) * ld + d];
 }
