@@ -63,12 +63,18 @@ Trainer::Trainer(TrainerOptions options) : config_(std::move(options.config)) {
   root_ = distributed::is_root();
   ranks_ = distributed::ranks();
   profile_ = std::getenv("MINIVIT_MPI_PROFILE") != nullptr;
-  open_run_directory(options.resume_dir);
-  check_vit_fits_memory(config_.model, config_.train.batch_size, true);
-  const int threads = set_num_threads(config_.train.threads);
-  prepare_data();
-  create_model(options.init_path);
-  open_run_files();
+  int threads = 0;
+  try {
+    open_run_directory(options.resume_dir);
+    check_vit_fits_memory(config_.model, config_.train.batch_size, true);
+    threads = set_num_threads(config_.train.threads);
+    prepare_data();
+    create_model(options.init_path);
+    open_run_files();
+  } catch (...) {
+    forget_new_run_directory();  // a bad --init or data path leaves no empty run behind
+    throw;
+  }
   if (root_) announce(options.config_path, threads);
   batches_.emplace(data_.train, train_indices_, config_, steps_per_epoch_);
   prefetcher_.emplace(*batches_);
@@ -90,6 +96,16 @@ Trainer::~Trainer() {
   sigaction(SIGTERM, &previous_sigterm_, nullptr);
 }
 
+// Setup failed: a run directory this trainer made goes again, if nothing but the lock is in
+// it (a file setup began to write stays, to be seen).
+void Trainer::forget_new_run_directory() {
+  if (!made_out_dir_) return;
+  std::error_code ignored;
+  std::filesystem::remove(path_in(out_dir_, RunLock::file_name()), ignored);  // still held
+  run_lock_.reset();
+  std::filesystem::remove(out_dir_, ignored);  // only while empty
+}
+
 void Trainer::open_run_directory(const std::string& resume_dir) {
   resuming_ = !resume_dir.empty();
   out_dir_ = config_.train.out_dir;
@@ -101,6 +117,7 @@ void Trainer::open_run_directory(const std::string& resume_dir) {
   if (resuming_ && !file_exists(resume_path_))
     throw Error(resume_path_ + ": no resume state here; is --resume the run directory of an earlier `minivit train`?");
   if (!root_) return;  // the run directory is rank 0's alone
+  made_out_dir_ = !std::filesystem::exists(out_dir_);
   ensure_writable_dir(out_dir_);
   // Before anything in the directory is touched: a live trainer's temporaries are not stale.
   run_lock_.emplace(out_dir_);

@@ -141,6 +141,13 @@ TEST_CASE("train with --init loads weights and checks names and shapes", "[cli][
   r = run_minivit("train --config " + run.config + " --init " + tmp.str("wide/last.safetensors") + " --out " + tmp.str("x"));
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("cls_token") && Contains("[1,1,32]") && Contains("[1,1,16]"));
+  CHECK(!fs::exists(tmp.str("x")));  // nor an empty run directory
+  // A directory that was there before stays, with what it held.
+  fs::create_directories(tmp.str("kept"));
+  write_text(tmp.str("kept/notes.txt"), "mine");
+  r = run_minivit("train --config " + run.config + " --init " + tmp.str("wide/last.safetensors") + " --out " + tmp.str("kept"));
+  CHECK(r.exit_code == 1);
+  CHECK(read_text(tmp.str("kept/notes.txt")) == "mine");
   // Fitting weights start the run: one step of SGD with lr -> 0 keeps them.
   r = run_minivit("train --config " + run.config + " --init " + run.out + "/last.safetensors --out " + tmp.str("y") +
                   " --set optim.name=sgd --set optim.lr=1e-30 --set optim.momentum=0 --set optim.weight_decay=0"
@@ -196,6 +203,7 @@ TEST_CASE("bad input ends with one clear line and a non-zero exit", "[cli][error
     const RunResult r = run_minivit("train --config " + run.config + " --set data.path=/nonexistent/fm --out " + tmp.str("o"));
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Contains("/nonexistent/fm"));
+    CHECK(!fs::exists(tmp.str("o")));  // the run directory it made went again
   }
   SECTION("dataset that does not fit the model") {
     const RunResult r = run_minivit("train --config " + run.config + " --set model.image_size=12 --out " + tmp.str("o"));

@@ -87,6 +87,7 @@ class Trainer {
 
  private:
   void open_run_directory(const std::string& resume_dir);
+  void forget_new_run_directory();
   void prepare_data();
   void create_model(const std::string& init_path);
   void open_run_files();
@@ -110,6 +111,7 @@ class Trainer {
   bool stop_agreed_ = false;        // a stop signal reached some rank (several ranks)
   int stop_signal_ = 0;
   std::optional<RunLock> run_lock_;  // held on out_dir_ from setup until destruction
+  bool made_out_dir_ = false;  // out_dir_ did not exist before this trainer
   bool resuming_ = false;
   std::string out_dir_, resume_path_, last_path_, best_path_, ema_path_, metrics_path_;
 
