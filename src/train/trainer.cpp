@@ -97,9 +97,10 @@ Trainer::~Trainer() {
 }
 
 // Setup failed: a run directory this trainer made goes again, if nothing but the lock is in
-// it (a file setup began to write stays, to be seen).
+// it (a file setup began to write stays, to be seen). Only while holding the lock: a trainer
+// that lost the race for a directory it also saw missing must not take the winner's lock.
 void Trainer::forget_new_run_directory() {
-  if (!made_out_dir_) return;
+  if (!made_out_dir_ || !run_lock_) return;
   std::error_code ignored;
   std::filesystem::remove(path_in(out_dir_, RunLock::file_name()), ignored);  // still held
   run_lock_.reset();
