@@ -28,6 +28,10 @@ void sync_parent_directory(const std::string& path) {
   }
 }
 
+std::string path_in(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / name).string();
+}
+
 namespace {
 
 // Six characters from [a-z0-9] drawn from the kernel's random source: a temporary name

@@ -78,6 +78,9 @@ void sync_parent_directory(const std::string& path);
 // Creates `dir` (and parents) if needed and checks that it is writable.
 void ensure_writable_dir(const std::string& dir);
 
+// dir/name.
+std::string path_in(const std::string& dir, const std::string& name);
+
 bool file_exists(const std::string& path);
 
 // Removes "NAME.tmp.PID.XXXXXX" (and "NAME.tmp.PID") files in `dir` whose writer process no
