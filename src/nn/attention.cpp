@@ -52,7 +52,17 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
   if constexpr (kDh > 0) {
     if (in_registers<kDh>(hd)) {
       float* P = att + hd.att_offset + int64_t(i0) * T;
+      const int short_tail = attention_avx512::short_tail(T);
       dispatch_vectors(Tp, [&](auto V) {
+        using attention_avx512::score_softmax_rows_tail;
+        if constexpr (V() > 1) {
+          if (short_tail == 1)
+            return score_softmax_rows_tail<kDh, V() - 1, R, 1>(P, qi, q.ld, w.kt, hd.scale, T,
+                                                               w.tail + i0, Tp);
+          if (short_tail == 2)
+            return score_softmax_rows_tail<kDh, V() - 1, R, 2>(P, qi, q.ld, w.kt, hd.scale, T,
+                                                               w.tail + i0, Tp);
+        }
         attention_avx512::score_softmax_rows<kDh, V(), R>(P, qi, q.ld, w.kt, hd.scale, T);
       });
       rows_times_x<kDh, R>(out + int64_t(i0) * D, D, P, T, v, 3 * D, T, false);
@@ -173,6 +183,15 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
     if (hd.form == AttentionForm::additive) prepare_additive<kDh>(hd, q, q + D, 3 * D, true, w);
     if (!hd.additive_exps) transpose_head<kDh>(w.kt, q + D, 3 * D, T, Dh);  // K^T
   }
+#if defined(__AVX512F__)
+  if constexpr (kDh > 0) {
+    if (const int tail = attention_avx512::short_tail(T); tail > 0 && in_registers<kDh>(hd)) {
+      transpose_head<kDh>(w.qt, rows.rows, rows.ld, T, Dh);
+      attention_avx512::tail_scores<kDh>(w.tail, w.qt, w.kt, padded_tokens(T), T - tail, tail,
+                                         hd.scale);
+    }
+  }
+#endif
   int i = 0;
   for (; i + kRows <= T; i += kRows)
     forward_rows<kDh, kRows>(i, hd, o, att, att_mask, rows, q + 2 * D, dropout_key, w);
@@ -263,6 +282,7 @@ void for_each_head(int BH, int T, int Dh, float* scratch, int slots, PerHead&& p
     std::fill_n(w.kt, int64_t(Dh) * padded_tokens(T), 0.0f);  // the padding columns
     std::fill_n(w.keys_t, int64_t(Dh) * padded_tokens(T), 0.0f);
     std::fill_n(w.exp_kt, int64_t(Dh) * padded_tokens(T), 1.0f);
+    std::fill_n(w.qt, int64_t(Dh) * padded_tokens(T), 0.0f);
     return w;
   };
   // Inside a parallel region (a chunk of the batch, vit.cpp) the calling thread runs every

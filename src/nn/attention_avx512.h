@@ -77,14 +77,15 @@ inline __mmask16 tail_mask(int T, int V) {
   return in >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << in) - 1);
 }
 
-// acc (R, V vectors) = a (R, Dh; row stride lda) . kt (Dh, Tp = 16 V).
-template <int kDh, int V, int R>
+// acc (R, V vectors) = a (R, Dh; row stride lda) . the first 16 V columns of kt (Dh, Tp =
+// kVectorsInRow x 16).
+template <int kDh, int V, int R, int kVectorsInRow = V>
 inline void rows_times_kt(__m512 (&acc)[R][V], const float* a, int lda, const float* kt) {
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
   for (int d = 0; d < kDh; ++d) {
     __m512 k[V];
-    for (int v = 0; v < V; ++v) k[v] = _mm512_loadu_ps(kt + d * 16 * V + 16 * v);
+    for (int v = 0; v < V; ++v) k[v] = _mm512_loadu_ps(kt + d * 16 * kVectorsInRow + 16 * v);
     for (int r = 0; r < R; ++r) {
       const __m512 ar = _mm512_set1_ps(a[int64_t(r) * lda + d]);
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(ar, k[v], acc[r][v]);
@@ -123,6 +124,83 @@ void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, floa
     float* row = P + int64_t(r) * T;
     for (int v = 0; v + 1 < V; ++v) _mm512_storeu_ps(row + 16 * v, _mm512_mul_ps(s[r][v], inv));
     _mm512_mask_storeu_ps(row + 16 * (V - 1), tail, _mm512_mul_ps(s[r][V - 1], inv));
+  }
+}
+
+// The tokens in the last of a row's score vectors when they are at most kMaxShortTail and
+// whole vectors come before them (T = 17, 18, 33, 34, 49, 50); else 0. At 49 tokens the
+// last vector holds one live lane: its products and exps were a quarter of the rows' work.
+constexpr int kMaxShortTail = 2;
+inline int short_tail(int T) {
+  const int tail = T % 16;
+  return T > 16 && T <= 16 * kMaxVectors && tail <= kMaxShortTail ? tail : 0;
+}
+
+// tail (NT, Tp) = scale * the scores of every row of the head (< Tp) against each of the NT
+// short-tail tokens first, first + 1, ...: 16 rows a vector from qt = Q^T (Dh, Tp), summed
+// over d in the order rows_times_kt sums them, so each score has the same bits.
+template <int kDh>
+void tail_scores(float* tail, const float* qt, const float* kt, int Tp, int first, int NT,
+                 float scale) {
+  for (int j = 0; j < NT; ++j)
+    for (int i0 = 0; i0 < Tp; i0 += 16) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int d = 0; d < kDh; ++d)
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(kt[d * Tp + first + j]),
+                              _mm512_loadu_ps(qt + d * Tp + i0), acc);
+      _mm512_storeu_ps(tail + j * Tp + i0, _mm512_mul_ps(_mm512_set1_ps(scale), acc));
+    }
+}
+
+// score_softmax_rows for T = 16 VF + NT tokens, NT <= kMaxShortTail (short_tail): the VF
+// whole vectors from the products, and the NT last tokens' scores from `tail` (NT rows of
+// stride ld_tail; element r of row j is query row r's score against token 16 VF + j), which
+// tail_scores made for the whole head at once. The tail scores, their maxima, exps and sums
+// live in fold_lanes's layout (quarter r: row r). Every value rounds as score_softmax_rows
+// rounds it: the sums take the tail's exps and the padding lanes' (each exp(-87), the clamp
+// of exp_nonpositive) in the lanes and the order that path adds them.
+template <int kDh, int VF, int R, int NT>
+void score_softmax_rows_tail(float* P, const float* q, int ldq, const float* kt, float scale,
+                             int T, const float* tail, int ld_tail) {
+  static_assert(NT >= 1 && NT <= kMaxShortTail && VF >= 1 && VF < kMaxVectors);
+  __m512 acc[R][VF];
+  rows_times_kt<kDh, VF, R, VF + 1>(acc, q, ldq, kt);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  const __m512i to_quarters = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  __m512 s[R][VF], row_max[R], row_sum[R], tail_s[NT];
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < VF; ++v) s[r][v] = _mm512_mul_ps(vscale, acc[r][v]);
+    row_max[r] = s[r][0];
+    for (int v = 1; v < VF; ++v) row_max[r] = _mm512_max_ps(row_max[r], s[r][v]);
+  }
+  __m512 maxes = fold_lanes<true>(row_max);
+  for (int j = 0; j < NT; ++j) {
+    tail_s[j] = _mm512_permutexvar_ps(
+        to_quarters, _mm512_maskz_loadu_ps(__mmask16((1u << R) - 1), tail + j * ld_tail));
+    maxes = _mm512_max_ps(maxes, tail_s[j]);
+  }
+  for (int j = 0; j < NT; ++j) tail_s[j] = exp_nonpositive(_mm512_sub_ps(tail_s[j], maxes));
+  const __m512 padding_exp = exp_nonpositive(_mm512_set1_ps(-87.0f));
+  for (int r = 0; r < R; ++r) {
+    const __m512 maxv = row_of_fold(maxes, r);
+    row_sum[r] = _mm512_setzero_ps();
+    for (int v = 0; v < VF; ++v) {
+      s[r][v] = exp_nonpositive(_mm512_sub_ps(s[r][v], maxv));
+      row_sum[r] = _mm512_add_ps(row_sum[r], s[r][v]);
+    }
+    __m512 last = padding_exp;  // the last vector's exps: the tail's lanes, then padding
+    for (int j = 0; j < NT; ++j)
+      last = _mm512_mask_mov_ps(last, __mmask16(1u << j), row_of_fold(tail_s[j], r));
+    row_sum[r] = _mm512_add_ps(row_sum[r], last);
+  }
+  const __m512 inverses = _mm512_div_ps(_mm512_set1_ps(1.0f), fold_lanes<false>(row_sum));
+  float tail_p[NT][16];
+  for (int j = 0; j < NT; ++j) _mm512_storeu_ps(tail_p[j], _mm512_mul_ps(tail_s[j], inverses));
+  for (int r = 0; r < R; ++r) {
+    const __m512 inv = row_of_fold(inverses, r);
+    float* row = P + int64_t(r) * T;
+    for (int v = 0; v < VF; ++v) _mm512_storeu_ps(row + 16 * v, _mm512_mul_ps(s[r][v], inv));
+    for (int j = 0; j < NT; ++j) row[16 * VF + j] = tail_p[j][4 * r];
   }
 }
 

@@ -399,3 +399,62 @@ TEST_CASE("additive attention beyond the exps' bound: finite, and right in both 
                     1e-2, 2e-2, 2e-3, 240);
   }
 }
+
+#if defined(__AVX512F__)
+#include "../../src/nn/attention_avx512.h"
+
+namespace {
+
+// Rows of T = 16 (V - 1) + NT tokens through both register paths of attention_avx512.h:
+// the whole last vector from the products, and the short tail from scores made for every
+// row at once. The second is only a cheaper way to the first's values: bit for bit.
+template <int kDh, int V, int NT>
+void check_short_tail(float spread) {
+  constexpr int T = 16 * (V - 1) + NT, Tp = 16 * V;
+  INFO("Dh " << kDh << ", " << T << " tokens");
+  REQUIRE(attention_avx512::short_tail(T) == NT);
+  const auto q = random_vector(T * kDh, spread, 70 + T), k = random_vector(T * kDh, spread, 71 + T);
+  std::vector<float> kt(kDh * Tp, 0.0f), qt(kDh * Tp, 0.0f), tail(2 * Tp);
+  for (int j = 0; j < T; ++j)
+    for (int d = 0; d < kDh; ++d) {
+      kt[d * Tp + j] = k[j * kDh + d];
+      qt[d * Tp + j] = q[j * kDh + d];
+    }
+  const float scale = 1.0f / std::sqrt(float(kDh));
+  attention_avx512::tail_scores<kDh>(tail.data(), qt.data(), kt.data(), Tp, T - NT, NT, scale);
+  std::vector<float> whole(T * T), short_tail(T * T);
+  int i = 0;
+  for (; i + 4 <= T; i += 4) {
+    attention_avx512::score_softmax_rows<kDh, V, 4>(whole.data() + i * T, q.data() + i * kDh,
+                                                    kDh, kt.data(), scale, T);
+    attention_avx512::score_softmax_rows_tail<kDh, V - 1, 4, NT>(
+        short_tail.data() + i * T, q.data() + i * kDh, kDh, kt.data(), scale, T,
+        tail.data() + i, Tp);
+  }
+  for (; i < T; ++i) {
+    attention_avx512::score_softmax_rows<kDh, V, 1>(whole.data() + i * T, q.data() + i * kDh,
+                                                    kDh, kt.data(), scale, T);
+    attention_avx512::score_softmax_rows_tail<kDh, V - 1, 1, NT>(
+        short_tail.data() + i * T, q.data() + i * kDh, kDh, kt.data(), scale, T,
+        tail.data() + i, Tp);
+  }
+  for (int e = 0; e < T * T; ++e) {
+    INFO("row " << e / T << ", token " << e % T);
+    REQUIRE(short_tail[e] == whole[e]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("attention rows with one or two tokens in their last vector round as whole vectors",
+          "[layers][attention]") {
+  for (float spread : {1.0f, 4.0f}) {  // 4: scores tens apart, exps near the clamp
+    check_short_tail<16, 4, 1>(spread);  // the default model's 49 patches
+    check_short_tail<16, 4, 2>(spread);  // and its CLS token
+    check_short_tail<16, 2, 1>(spread);
+    check_short_tail<32, 3, 2>(spread);
+    check_short_tail<8, 2, 2>(spread);
+    check_short_tail<64, 3, 1>(spread);
+  }
+}
+#endif
