@@ -121,6 +121,59 @@ TEST_CASE("layernorm normalises each row with eps 1e-6", "[layers][layernorm]") 
   for (float v : yc) CHECK(v == 0.0f);
 }
 
+#if defined(__AVX512F__)
+// The sums of one row as AVX-512 builds have always rounded them: 16 lanes, lane k summing
+// elements k, k + 16, ... in order, then the lanes in order from 0; the squares by fused
+// multiply-adds.
+struct RowInLanes {
+  float mean, rstd;
+};
+RowInLanes row_in_lanes(const float* x, int D) {
+  float lanes[16] = {};
+  for (int i = 0; i < D; ++i) lanes[i % 16] += x[i];
+  float sum = 0.0f;
+  for (float lane : lanes) sum += lane;
+  const float m = sum / float(D);
+  std::fill_n(lanes, 16, 0.0f);
+  for (int i = 0; i < D; ++i) lanes[i % 16] = std::fma(x[i] - m, x[i] - m, lanes[i % 16]);
+  float var = 0.0f;
+  for (float lane : lanes) var += lane;
+  return {m, 1.0f / std::sqrt(var / float(D) + kLayerNormEps)};
+}
+#endif
+
+// AVX-512 builds normalise sixteen rows at once where D is a multiple of 16. Each row must
+// round as it does alone, and (AVX-512) as its sums in 16 lanes round.
+TEST_CASE("layernorm rounds each row as it rounds alone, whatever rows come with it",
+          "[layers][layernorm]") {
+  for (int D : {16, 64, 96, 40}) {
+    const int R = 37;  // two blocks of 16 and five rows
+    auto x = random_vector(R * D, 3.0f, 11 + D);
+    for (int i = 0; i < R * D; i += 7) x[i] += 1000.0f;  // sums that round
+    const auto w = random_vector(D, 1.0f, 12), b = random_vector(D, 1.0f, 13);
+    std::vector<float> y(R * D), mean(R), rstd(R);
+    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), R, D);
+    for (int r = 0; r < R; ++r) {
+      INFO("D " << D << ", row " << r);
+      std::vector<float> alone(D);
+      float m, s;
+      layernorm_forward(alone.data(), &m, &s, x.data() + r * D, w.data(), b.data(), 1, D);
+      REQUIRE(mean[r] == m);
+      REQUIRE(rstd[r] == s);
+      for (int i = 0; i < D; ++i) REQUIRE(y[r * D + i] == alone[i]);
+#if defined(__AVX512F__)
+      if (D % 16 == 0) {
+        const RowInLanes expected = row_in_lanes(x.data() + r * D, D);
+        REQUIRE(m == expected.mean);
+        REQUIRE(s == expected.rstd);
+        for (int i = 0; i < D; ++i)
+          REQUIRE(alone[i] == std::fma((x[r * D + i] - m) * s, w[i], b[i]));
+      }
+#endif
+    }
+  }
+}
+
 TEST_CASE("layernorm backward matches finite differences", "[layers][layernorm][grad]") {
   const int R = 6, D = 8;
   auto x = random_vector(R * D, 1.0f, 11), w = random_vector(D, 0.5f, 12),
