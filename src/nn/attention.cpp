@@ -55,7 +55,7 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
       const int short_tail = attention_avx512::short_tail(T);
       dispatch_vectors(Tp, [&](auto V) {
         using attention_avx512::score_softmax_rows_tail;
-        if constexpr (V() > 1) {
+        if constexpr (V() > 1 && kDh % 16 == 0) {
           if (short_tail == 1)
             return score_softmax_rows_tail<kDh, V() - 1, R, 1>(P, qi, q.ld, w.kt, hd.scale, T,
                                                                w.tail + i0, Tp);
@@ -184,12 +184,10 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
     if (!hd.additive_exps) transpose_head<kDh>(w.kt, q + D, 3 * D, T, Dh);  // K^T
   }
 #if defined(__AVX512F__)
-  if constexpr (kDh > 0) {
-    if (const int tail = attention_avx512::short_tail(T); tail > 0 && in_registers<kDh>(hd)) {
-      transpose_head<kDh>(w.qt, rows.rows, rows.ld, T, Dh);
-      attention_avx512::tail_scores<kDh>(w.tail, w.qt, w.kt, padded_tokens(T), T - tail, tail,
+  if constexpr (kDh > 0 && kDh % 16 == 0) {
+    if (const int tail = attention_avx512::short_tail(T); tail > 0 && in_registers<kDh>(hd))
+      attention_avx512::tail_scores<kDh>(w.tail, rows.rows, rows.ld, w.kt, T, T - tail, tail,
                                          hd.scale);
-    }
   }
 #endif
   int i = 0;
@@ -282,7 +280,6 @@ void for_each_head(int BH, int T, int Dh, float* scratch, int slots, PerHead&& p
     std::fill_n(w.kt, int64_t(Dh) * padded_tokens(T), 0.0f);  // the padding columns
     std::fill_n(w.keys_t, int64_t(Dh) * padded_tokens(T), 0.0f);
     std::fill_n(w.exp_kt, int64_t(Dh) * padded_tokens(T), 1.0f);
-    std::fill_n(w.qt, int64_t(Dh) * padded_tokens(T), 0.0f);
     return w;
   };
   // Inside a parallel region (a chunk of the batch, vit.cpp) the calling thread runs every

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <limits>
 #include "minivit/kernels/isa.h"
+#include "minivit/kernels/transpose16.h"
 
 namespace minivit {
 MINIVIT_ISA_BEGIN
@@ -128,7 +129,8 @@ void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, floa
 }
 
 // The tokens in the last of a row's score vectors when they are at most kMaxShortTail and
-// whole vectors come before them (T = 17, 18, 33, 34, 49, 50); else 0. At 49 tokens the
+// whole vectors come before them (T = 17, 18, 33, 34, 49, 50); else 0. Taken for head sizes
+// of whole vectors. At 49 tokens the
 // last vector holds one live lane: its products and exps were a quarter of the rows' work.
 constexpr int kMaxShortTail = 2;
 inline int short_tail(int T) {
@@ -136,20 +138,32 @@ inline int short_tail(int T) {
   return T > 16 && T <= 16 * kMaxVectors && tail <= kMaxShortTail ? tail : 0;
 }
 
-// tail (NT, Tp) = scale * the scores of every row of the head (< Tp) against each of the NT
-// short-tail tokens first, first + 1, ...: 16 rows a vector from qt = Q^T (Dh, Tp), summed
-// over d in the order rows_times_kt sums them, so each score has the same bits.
+// tail (NT, Tp) = scale * the scores of every row of the head (< T) against each of the NT
+// short-tail tokens first, first + 1, ..., for q (T, kDh; row stride ldq) and kt = K^T (kDh,
+// Tp): 16 rows a vector, turned into columns in registers, each score summed over d in the
+// order rows_times_kt sums it, so that it has the same bits.
 template <int kDh>
-void tail_scores(float* tail, const float* qt, const float* kt, int Tp, int first, int NT,
-                 float scale) {
-  for (int j = 0; j < NT; ++j)
-    for (int i0 = 0; i0 < Tp; i0 += 16) {
-      __m512 acc = _mm512_setzero_ps();
-      for (int d = 0; d < kDh; ++d)
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(kt[d * Tp + first + j]),
-                              _mm512_loadu_ps(qt + d * Tp + i0), acc);
-      _mm512_storeu_ps(tail + j * Tp + i0, _mm512_mul_ps(_mm512_set1_ps(scale), acc));
+void tail_scores(float* tail, const float* q, int ldq, const float* kt, int T, int first,
+                 int NT, float scale) {
+  static_assert(kDh % 16 == 0, "head sizes of whole vectors");
+  const int Tp = (T + 15) / 16 * 16;
+  for (int i0 = 0; i0 < T; i0 += 16) {
+    const int rows = T - i0 < 16 ? T - i0 : 16;
+    __m512 acc[kMaxShortTail] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int d0 = 0; d0 < kDh; d0 += 16) {
+      __m512 columns[16];
+      for (int i = 0; i < 16; ++i)
+        columns[i] = i < rows ? _mm512_loadu_ps(q + int64_t(i0 + i) * ldq + d0)
+                              : _mm512_setzero_ps();
+      transpose16(columns);
+      for (int d = 0; d < 16; ++d)
+        for (int j = 0; j < NT; ++j)
+          acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(kt[(d0 + d) * Tp + first + j]), columns[d],
+                                   acc[j]);
     }
+    for (int j = 0; j < NT; ++j)
+      _mm512_storeu_ps(tail + j * Tp + i0, _mm512_mul_ps(_mm512_set1_ps(scale), acc[j]));
+  }
 }
 
 // score_softmax_rows for T = 16 VF + NT tokens, NT <= kMaxShortTail (short_tail): the VF

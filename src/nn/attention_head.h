@@ -39,11 +39,10 @@ struct HeadScratch {
   float* exp_q;  // (T, Dh) additive: e^2q
   float* exp_kt; // (Dh, Tp) additive in forward: e^2K^T; padding columns 1
   float* exp_k;  // (T, Dh) additive in backward: e^2K
-  float* qt;     // (Dh, Tp) Q^T (Qhat^T for cosine) for the short tail's scores; padding zero
   float* tail;   // (2, Tp) the scores against the short tail's tokens (attention_avx512.h)
 };
 
-constexpr int kScratchViews = 16;
+constexpr int kScratchViews = 15;
 
 inline int64_t whole_lines(int64_t floats) { return (floats + 15) / 16 * 16; }
 
@@ -53,8 +52,7 @@ inline int64_t lay_out_scratch(float* row, int T, int Dh, HeadScratch* views) {
   const int64_t Tp = padded_tokens(T), TD = int64_t(T) * Dh;
   const int64_t sizes[kScratchViews] = {Dh * Tp, kRows * Tp, kRows * int64_t(T), TD, TD, TD,
                                         TD,      TD,         2 * int64_t(T),     Dh * Tp, Dh * Tp,
-                                        TD,      Dh * Tp,    TD,                 Dh * Tp,
-                                        2 * Tp};
+                                        TD,      Dh * Tp,    TD,                 2 * Tp};
   float* starts[kScratchViews];
   int64_t total = 0;
   for (int i = 0; i < kScratchViews; ++i) {
@@ -64,7 +62,7 @@ inline int64_t lay_out_scratch(float* row, int T, int Dh, HeadScratch* views) {
   if (views)
     *views = HeadScratch{starts[0], starts[1], starts[2], starts[3], starts[4], starts[5],
                          starts[6], starts[7], starts[8], starts[9], starts[10],
-                         starts[11], starts[12], starts[13], starts[14], starts[15]};
+                         starts[11], starts[12], starts[13], starts[14]};
   return total;
 }
 

@@ -414,14 +414,11 @@ void check_short_tail(float spread) {
   INFO("Dh " << kDh << ", " << T << " tokens");
   REQUIRE(attention_avx512::short_tail(T) == NT);
   const auto q = random_vector(T * kDh, spread, 70 + T), k = random_vector(T * kDh, spread, 71 + T);
-  std::vector<float> kt(kDh * Tp, 0.0f), qt(kDh * Tp, 0.0f), tail(2 * Tp);
+  std::vector<float> kt(kDh * Tp, 0.0f), tail(2 * Tp);
   for (int j = 0; j < T; ++j)
-    for (int d = 0; d < kDh; ++d) {
-      kt[d * Tp + j] = k[j * kDh + d];
-      qt[d * Tp + j] = q[j * kDh + d];
-    }
+    for (int d = 0; d < kDh; ++d) kt[d * Tp + j] = k[j * kDh + d];
   const float scale = 1.0f / std::sqrt(float(kDh));
-  attention_avx512::tail_scores<kDh>(tail.data(), qt.data(), kt.data(), Tp, T - NT, NT, scale);
+  attention_avx512::tail_scores<kDh>(tail.data(), q.data(), kDh, kt.data(), T, T - NT, NT, scale);
   std::vector<float> whole(T * T), short_tail(T * T);
   int i = 0;
   for (; i + 4 <= T; i += 4) {
@@ -453,7 +450,7 @@ TEST_CASE("attention rows with one or two tokens in their last vector round as w
     check_short_tail<16, 4, 2>(spread);  // and its CLS token
     check_short_tail<16, 2, 1>(spread);
     check_short_tail<32, 3, 2>(spread);
-    check_short_tail<8, 2, 2>(spread);
+    check_short_tail<48, 2, 2>(spread);
     check_short_tail<64, 3, 1>(spread);
   }
 }
