@@ -25,13 +25,19 @@ void patchify(float* patches, const float* images, int B, int C, int image_size,
           for (int copy = 0; copy < copies; ++copy)
             for (int c = 0; c < C; ++c) {
               const float* channel = images + (int64_t(b) * C + c) * image_size * image_size;
-              for (int py = 0; py < P; ++py) {
+              // A row of the window: the pixels inside the image, zeros beyond its edges.
+              const int x0 = gx * P + shift_x[copy];
+              const int first = std::clamp(-x0, 0, P), end = std::clamp(image_size - x0, first, P);
+              for (int py = 0; py < P; ++py, dst += P) {
                 const int y = gy * P + py + shift_y[copy];
-                for (int px = 0; px < P; ++px) {
-                  const int x = gx * P + px + shift_x[copy];
-                  const bool inside = y >= 0 && y < image_size && x >= 0 && x < image_size;
-                  *dst++ = inside ? channel[int64_t(y) * image_size + x] : 0.0f;
+                if (y < 0 || y >= image_size) {
+                  std::fill_n(dst, P, 0.0f);
+                  continue;
                 }
+                const float* inside = channel + int64_t(y) * image_size + (x0 + first);
+                std::fill(dst, dst + first, 0.0f);
+                std::copy(inside, inside + (end - first), dst + first);
+                std::fill(dst + end, dst + P, 0.0f);
               }
             }
         }
