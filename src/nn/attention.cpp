@@ -52,17 +52,7 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
   if constexpr (kDh > 0) {
     if (in_registers<kDh>(hd)) {
       float* P = att + hd.att_offset + int64_t(i0) * T;
-      const int short_tail = attention_avx512::short_tail(T);
       dispatch_vectors(Tp, [&](auto V) {
-        using attention_avx512::score_softmax_rows_tail;
-        if constexpr (V() > 1 && kDh % 16 == 0) {
-          if (short_tail == 1)
-            return score_softmax_rows_tail<kDh, V() - 1, R, 1>(P, qi, q.ld, w.kt, hd.scale, T,
-                                                               w.tail + i0, Tp);
-          if (short_tail == 2)
-            return score_softmax_rows_tail<kDh, V() - 1, R, 2>(P, qi, q.ld, w.kt, hd.scale, T,
-                                                               w.tail + i0, Tp);
-        }
         attention_avx512::score_softmax_rows<kDh, V(), R>(P, qi, q.ld, w.kt, hd.scale, T);
       });
       rows_times_x<kDh, R>(out + int64_t(i0) * D, D, P, T, v, 3 * D, T, false);
@@ -89,6 +79,53 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
   }
   rows_times_x_dispatch<kDh, R>(out + int64_t(i0) * D, D, used, T, v, 3 * D, T, Dh, false);
 }
+
+#if defined(__AVX512F__)
+// Rows i0 .. i0+R-1 (R <= 8) of a head in registers whose rows end in a short tail of NT
+// tokens after VF whole vectors (attention_avx512.h), its tail scores in w.tail.
+template <int kDh, int R, int VF, int NT>
+void forward_rows_short_tail(int i0, const Head& hd, float* out, float* att, QueryRows q,
+                             const float* v, HeadScratch& w) {
+  const int T = hd.T, D = hd.D;
+  float* P = att + hd.att_offset + int64_t(i0) * T;
+  attention_avx512::score_softmax_rows_tail<kDh, VF, R, NT>(
+      P, q.rows + int64_t(i0) * q.ld, q.ld, w.kt, hd.scale, T, w.tail + i0, padded_tokens(T));
+  rows_times_x<kDh, R>(out + int64_t(i0) * D, D, P, T, v, 3 * D, T, false);
+}
+
+// Every row of such a head, after its tail scores: R rows a call, then one at a time. A
+// single row's call runs its sums as dependent chains, at about a third of the rate of a
+// call of four, so 49 = 7 x 7 and 50 = 5 x 10 tokens (28-pixel images in 4-pixel patches,
+// without and with a CLS token) take 7 and 5 rows a call and leave none over.
+template <int kDh>
+void forward_rows_of_short_tail_head(const Head& hd, float* out, float* att, QueryRows q,
+                                     const float* v, HeadScratch& w) {
+  const int T = hd.T;
+  attention_avx512::tail_scores<kDh>(w.tail, q.rows, q.ld, w.kt, T, T / 16 * 16,
+                                     attention_avx512::short_tail(T), hd.scale);
+  auto all_rows = [&](auto R, auto VF, auto NT) {
+    int i = 0;
+    for (; i + R() <= T; i += R())
+      forward_rows_short_tail<kDh, R(), VF(), NT()>(i, hd, out, att, q, v, w);
+    for (; i < T; ++i) forward_rows_short_tail<kDh, 1, VF(), NT()>(i, hd, out, att, q, v, w);
+  };
+  using I1 = std::integral_constant<int, 1>;
+  using I2 = std::integral_constant<int, 2>;
+  using I3 = std::integral_constant<int, 3>;
+  using Rows4 = std::integral_constant<int, kRows>;
+  if (T == 49) return all_rows(std::integral_constant<int, 7>{}, I3{}, I1{});
+  if (T == 50) return all_rows(std::integral_constant<int, 5>{}, I3{}, I2{});
+  auto with_tail = [&](auto VF) {
+    if (attention_avx512::short_tail(T) == 1) return all_rows(Rows4{}, VF, I1{});
+    all_rows(Rows4{}, VF, I2{});
+  };
+  switch (T / 16) {
+    case 1: return with_tail(I1{});
+    case 2: return with_tail(I2{});
+    default: return with_tail(I3{});
+  }
+}
+#endif
 
 // dS (in w.score, R rows of Tp) back through the score function into dq, dK and its
 // parameters.
@@ -185,9 +222,8 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
   }
 #if defined(__AVX512F__)
   if constexpr (kDh > 0 && kDh % 16 == 0) {
-    if (const int tail = attention_avx512::short_tail(T); tail > 0 && in_registers<kDh>(hd))
-      attention_avx512::tail_scores<kDh>(w.tail, rows.rows, rows.ld, w.kt, T, T - tail, tail,
-                                         hd.scale);
+    if (attention_avx512::short_tail(T) > 0 && in_registers<kDh>(hd))
+      return forward_rows_of_short_tail_head<kDh>(hd, o, att, rows, q + 2 * D, w);
   }
 #endif
   int i = 0;

@@ -166,37 +166,53 @@ void tail_scores(float* tail, const float* q, int ldq, const float* kt, int T, i
   }
 }
 
-// score_softmax_rows for T = 16 VF + NT tokens, NT <= kMaxShortTail (short_tail): the VF
-// whole vectors from the products, and the NT last tokens' scores from `tail` (NT rows of
-// stride ld_tail; element r of row j is query row r's score against token 16 VF + j), which
-// tail_scores made for the whole head at once. The tail scores, their maxima, exps and sums
-// live in fold_lanes's layout (quarter r: row r). Every value rounds as score_softmax_rows
-// rounds it: the sums take the tail's exps and the padding lanes' (each exp(-87), the clamp
-// of exp_nonpositive) in the lanes and the order that path adds them.
+// fold_lanes for R <= 8 rows: folded[q] holds rows 4q .. 4q+3 as fold_lanes lays them out.
+template <bool kMax, int R>
+inline void fold_quads(const __m512 (&v)[R], __m512 (&folded)[(R + 3) / 4]) {
+  for (int q = 0; q < (R + 3) / 4; ++q) {
+    __m512 quad[4];
+    for (int r = 0; r < 4; ++r) quad[r] = 4 * q + r < R ? v[4 * q + r] : _mm512_setzero_ps();
+    folded[q] = fold_lanes<kMax, 4>(quad);
+  }
+}
+
+// score_softmax_rows for T = 16 VF + NT tokens, NT <= kMaxShortTail (short_tail), and up to
+// 8 rows: the VF whole vectors from the products, and the NT last tokens' scores from `tail`
+// (NT rows of stride ld_tail; element r of row j is query row r's score against token
+// 16 VF + j), which tail_scores made for the whole head at once. The tail scores, their
+// maxima, exps and sums live in fold_quads's layout. Every value rounds as
+// score_softmax_rows rounds it: the sums take the tail's exps and the padding lanes' (each
+// exp(-87), the clamp of exp_nonpositive) in the lanes and the order that path adds them.
 template <int kDh, int VF, int R, int NT>
 void score_softmax_rows_tail(float* P, const float* q, int ldq, const float* kt, float scale,
                              int T, const float* tail, int ld_tail) {
-  static_assert(NT >= 1 && NT <= kMaxShortTail && VF >= 1 && VF < kMaxVectors);
+  static_assert(NT >= 1 && NT <= kMaxShortTail && VF >= 1 && VF < kMaxVectors && R <= 8);
+  constexpr int Q = (R + 3) / 4;  // quads of rows
   __m512 acc[R][VF];
   rows_times_kt<kDh, VF, R, VF + 1>(acc, q, ldq, kt);
   const __m512 vscale = _mm512_set1_ps(scale);
   const __m512i to_quarters = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  __m512 s[R][VF], row_max[R], row_sum[R], tail_s[NT];
+  __m512 s[R][VF], row_max[R], row_sum[R], tail_s[NT][Q], maxes[Q], inverses[Q];
   for (int r = 0; r < R; ++r) {
     for (int v = 0; v < VF; ++v) s[r][v] = _mm512_mul_ps(vscale, acc[r][v]);
     row_max[r] = s[r][0];
     for (int v = 1; v < VF; ++v) row_max[r] = _mm512_max_ps(row_max[r], s[r][v]);
   }
-  __m512 maxes = fold_lanes<true>(row_max);
-  for (int j = 0; j < NT; ++j) {
-    tail_s[j] = _mm512_permutexvar_ps(
-        to_quarters, _mm512_maskz_loadu_ps(__mmask16((1u << R) - 1), tail + j * ld_tail));
-    maxes = _mm512_max_ps(maxes, tail_s[j]);
-  }
-  for (int j = 0; j < NT; ++j) tail_s[j] = exp_nonpositive(_mm512_sub_ps(tail_s[j], maxes));
+  fold_quads<true>(row_max, maxes);
+  for (int j = 0; j < NT; ++j)
+    for (int c = 0; c < Q; ++c) {
+      const int rows = R - 4 * c < 4 ? R - 4 * c : 4;
+      tail_s[j][c] = _mm512_permutexvar_ps(
+          to_quarters,
+          _mm512_maskz_loadu_ps(__mmask16((1u << rows) - 1), tail + j * ld_tail + 4 * c));
+      maxes[c] = _mm512_max_ps(maxes[c], tail_s[j][c]);
+    }
+  for (int j = 0; j < NT; ++j)
+    for (int c = 0; c < Q; ++c)
+      tail_s[j][c] = exp_nonpositive(_mm512_sub_ps(tail_s[j][c], maxes[c]));
   const __m512 padding_exp = exp_nonpositive(_mm512_set1_ps(-87.0f));
   for (int r = 0; r < R; ++r) {
-    const __m512 maxv = row_of_fold(maxes, r);
+    const __m512 maxv = row_of_fold(maxes[r / 4], r % 4);
     row_sum[r] = _mm512_setzero_ps();
     for (int v = 0; v < VF; ++v) {
       s[r][v] = exp_nonpositive(_mm512_sub_ps(s[r][v], maxv));
@@ -204,17 +220,20 @@ void score_softmax_rows_tail(float* P, const float* q, int ldq, const float* kt,
     }
     __m512 last = padding_exp;  // the last vector's exps: the tail's lanes, then padding
     for (int j = 0; j < NT; ++j)
-      last = _mm512_mask_mov_ps(last, __mmask16(1u << j), row_of_fold(tail_s[j], r));
+      last = _mm512_mask_mov_ps(last, __mmask16(1u << j), row_of_fold(tail_s[j][r / 4], r % 4));
     row_sum[r] = _mm512_add_ps(row_sum[r], last);
   }
-  const __m512 inverses = _mm512_div_ps(_mm512_set1_ps(1.0f), fold_lanes<false>(row_sum));
-  float tail_p[NT][16];
-  for (int j = 0; j < NT; ++j) _mm512_storeu_ps(tail_p[j], _mm512_mul_ps(tail_s[j], inverses));
+  fold_quads<false>(row_sum, inverses);
+  for (int c = 0; c < Q; ++c) inverses[c] = _mm512_div_ps(_mm512_set1_ps(1.0f), inverses[c]);
+  float tail_p[NT][16 * Q];
+  for (int j = 0; j < NT; ++j)
+    for (int c = 0; c < Q; ++c)
+      _mm512_storeu_ps(tail_p[j] + 16 * c, _mm512_mul_ps(tail_s[j][c], inverses[c]));
   for (int r = 0; r < R; ++r) {
-    const __m512 inv = row_of_fold(inverses, r);
+    const __m512 inv = row_of_fold(inverses[r / 4], r % 4);
     float* row = P + int64_t(r) * T;
     for (int v = 0; v < VF; ++v) _mm512_storeu_ps(row + 16 * v, _mm512_mul_ps(s[r][v], inv));
-    for (int j = 0; j < NT; ++j) row[16 * VF + j] = tail_p[j][4 * r];
+    for (int j = 0; j < NT; ++j) row[16 * VF + j] = tail_p[j][16 * (r / 4) + 4 * (r % 4)];
   }
 }
 
