@@ -103,7 +103,7 @@ TEST_CASE("gemm handles every edge of minivit's kernels' tiles", "[gemm]") {
   for_each_gemm_kernels([](const Compute& compute) {
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
-        for (int M : {1, 5, 6, 7, 97})
+        for (int M : {1, 5, 6, 7, 13, 49, 97})
           for (int N : {1, 7, 8, 9, 15, 16, 17, 33, 63, 64, 65})
             for (int K : {1, 127, 128, 129}) check_gemm(compute, ta, tb, M, N, K, 0.0f, 1);
         check_gemm(compute, ta, tb, 19, 150, 300, 0.25f, 2, -1.5f);
@@ -111,6 +111,33 @@ TEST_CASE("gemm handles every edge of minivit's kernels' tiles", "[gemm]") {
         // ragged last group and several reduction blocks.
         check_gemm(compute, ta, tb, 100, 300, 150, 0.5f, 1, 2.0f);
         check_gemm(compute, ta, tb, 1, 192, 6400, 1.0f, 0, 1.0f);
+      }
+  });
+}
+
+// minivit's kernels cut the rows into tiles by how many are left (one row left over goes
+// with the tile before it as two halves); each element sums its k in the same order in a
+// tile of any height, so a row's values are those it gets alone, bit for bit.
+TEST_CASE("gemm gives each row of C the bits it gets alone, whatever tiles the rows fall in",
+          "[gemm]") {
+  for_each_gemm_kernels([](const Compute& compute) {
+    if (compute.kernels == GemmKernels::openblas) return;  // its last rows round otherwise
+    for (bool ta : {false, true})
+      for (int M : {7, 13, 49}) {
+        const int N = 64, K = 96, lda = ta ? M : K;
+        const auto A = minivit_test::random_vector(int64_t(M) * K, 1.0f, 4);
+        const auto B = minivit_test::random_vector(int64_t(N) * K, 1.0f, 5);
+        std::vector<float> whole(size_t(M) * N), alone(size_t(M) * N);
+        gemm(ta, true, M, N, K, 1.0f, A.data(), lda, B.data(), K, 0.0f, whole.data(), N,
+             {compute.kernels, Precision::fp32});
+        std::vector<float> row(K);
+        for (int i = 0; i < M; ++i) {
+          for (int k = 0; k < K; ++k) row[k] = ta ? A[size_t(k) * lda + i] : A[size_t(i) * K + k];
+          gemm(false, true, 1, N, K, 1.0f, row.data(), K, B.data(), K, 0.0f,
+               alone.data() + size_t(i) * N, N, {compute.kernels, Precision::fp32});
+        }
+        INFO("M " << M << (ta ? ", A transposed" : ""));
+        for (size_t e = 0; e < whole.size(); ++e) REQUIRE(whole[e] == alone[e]);
       }
   });
 }
