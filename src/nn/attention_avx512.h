@@ -129,9 +129,9 @@ void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, floa
 }
 
 // The tokens in the last of a row's score vectors when they are at most kMaxShortTail and
-// whole vectors come before them (T = 17, 18, 33, 34, 49, 50); else 0. Taken for head sizes
-// of whole vectors. At 49 tokens the
-// last vector holds one live lane: its products and exps were a quarter of the rows' work.
+// whole vectors come before them (T = 17, 18, 33, 34, 49, 50); else 0. At 49 tokens the last
+// vector holds one live lane, yet its products and exps were a quarter of the rows' work.
+// attention.cpp takes this path at head sizes of whole vectors.
 constexpr int kMaxShortTail = 2;
 inline int short_tail(int T) {
   const int tail = T % 16;
