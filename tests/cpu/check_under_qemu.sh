@@ -36,7 +36,9 @@ ckpt=$work/run/last.safetensors
 "$minivit" predict --checkpoint "$ckpt" --json "$work/native_predict.json" "${images[@]}" > /dev/null
 "$minivit" eval --checkpoint "$ckpt" --json "$work/native_eval.json" > /dev/null
 
-emulated=(qemu-x86_64 -cpu "$cpu" "$minivit")
+# Without OPENBLAS_CORETYPE: a core type forced for this machine (Haswell, say) would make
+# OpenBLAS run that core's instructions on the emulated older CPU too.
+emulated=(env -u OPENBLAS_CORETYPE qemu-x86_64 -cpu "$cpu" "$minivit")
 "${emulated[@]}" info "$ckpt" > "$work/info.txt" || fail "info exited $?"
 grep -q "minivit checkpoint" "$work/info.txt" || fail "info printed no checkpoint"
 "${emulated[@]}" predict --checkpoint "$ckpt" --json "$work/qemu_predict.json" "${images[@]}" \
