@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The runs that choose configs/cifar10.toml's recipe within its hour, by validation top-1
-# (10% of the training images held out). Every variant starts from the config's recipe (the
-# `hour200` variant: conv stem, 4 blocks of width 64, mean pooling, stochastic depth 0.1,
-# half the patches dropped for 186 epochs and every patch for the last 14) and changes what
-# its name says; variants that make the step cheaper or dearer change the epochs so that
-# `bench`'s rates on a 2-core Intel Xeon (family 6 model 207) put the whole run at the same
-# time. Every run pins its whole recipe (below), so the figures stay reproducible as the
+# (10% of the training images held out). Every variant starts from the recipe the config
+# held until commit a0ecfd3 (the `hour200` variant: conv stem, 4 blocks of width 64, mean
+# pooling, stochastic depth 0.1, half the patches dropped for 186 epochs and every patch for
+# the last 14, fp32) and changes what its name says; variants that make the step cheaper or
+# dearer change the epochs so that `bench`'s rates on a 2-core Intel Xeon (family 6 model
+# 207), or on the CPU their comment names, put the whole run at the same time. Every run pins its whole recipe (below), so the figures stay reproducible as the
 # config file moves on; prints a table of test top-1 on last.safetensors (read once, at the
 # end of each run), the last epoch's validation and training accuracy, and training speed.
 #
@@ -24,11 +24,12 @@ data=$(realpath -m "${DATA:-$root/data/cifar-10-batches-bin}")
 variants=${VARIANTS:-"hour200 w128d2_e175 mix05 mix05_pd75_e320 mix05_bf16_e360"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
-# configs/cifar10.toml's recipe, pinned: the conv stem (32 and 64 channels) into 64 tokens of
-# width 64, 4 blocks, 4 heads, MLP 128, mean pooling, stochastic depth 0.1; AdamW (lr 2e-3,
-# weight decay 0.05, 500 warm-up steps then a cosine schedule to 1e-5), batch 128, 4-pixel
-# padded crops and flips, no TrivialAugment, random erasing, mixing or label smoothing; 200
-# epochs, half the patches dropped in all but the last 14; fp32 products.
+# configs/cifar10.toml's recipe until a0ecfd3, pinned: the conv stem (32 and 64 channels)
+# into 64 tokens of width 64, 4 blocks, 4 heads, MLP 128, mean pooling, stochastic depth 0.1;
+# AdamW (lr 2e-3, weight decay 0.05, 500 warm-up steps then a cosine schedule to 1e-5),
+# batch 128, 4-pixel padded crops and flips, no TrivialAugment, random erasing, mixing or
+# label smoothing; 200 epochs, half the patches dropped in all but the last 14; fp32
+# products.
 shared=(--set model.patch_size=4 --set model.dim=64 --set model.depth=4 --set model.heads=4
         --set model.mlp_dim=128 --set model.attention=scaled_dot --set model.pos_embed=learned
         --set model.pool=mean --set model.patch_embed=conv --set model.stem_channels=32
