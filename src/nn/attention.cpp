@@ -93,36 +93,42 @@ void forward_rows_short_tail(int i0, const Head& hd, float* out, float* att, Que
   rows_times_x<kDh, R>(out + int64_t(i0) * D, D, P, T, v, 3 * D, T, false);
 }
 
-// Every row of such a head, after its tail scores: R rows a call, then one at a time. A
-// single row's call runs its sums as dependent chains, at about a third of the rate of a
-// call of four, so 49 = 7 x 7 and 50 = 5 x 10 tokens (28-pixel images in 4-pixel patches,
-// without and with a CLS token) take 7 and 5 rows a call and leave none over.
-template <int kDh>
+// Rows a call for a head of T tokens with a short tail: a single row's call runs its sums as
+// dependent chains, at about a third of the rate of a call of four, so the most rows of 8 .. 5
+// that divide T, leaving none over (49 = 7 x 7 and 50 = 5 x 10 tokens: 28-pixel images in
+// 4-pixel patches, without and with a CLS token); else kRows, then one at a time.
+constexpr int short_tail_rows_per_call(int T) {
+  for (int r = 8; r >= 5; --r)
+    if (T % r == 0) return r;
+  return kRows;
+}
+
+// Every row of a head of T tokens, T % 16 of them in the short tail, after its tail scores.
+template <int kDh, int T>
 void forward_rows_of_short_tail_head(const Head& hd, float* out, float* att, QueryRows q,
                                      const float* v, HeadScratch& w) {
-  const int T = hd.T;
-  attention_avx512::tail_scores<kDh>(w.tail, q.rows, q.ld, w.kt, T, T / 16 * 16,
-                                     attention_avx512::short_tail(T), hd.scale);
-  auto all_rows = [&](auto R, auto VF, auto NT) {
-    int i = 0;
-    for (; i + R() <= T; i += R())
-      forward_rows_short_tail<kDh, R(), VF(), NT()>(i, hd, out, att, q, v, w);
-    for (; i < T; ++i) forward_rows_short_tail<kDh, 1, VF(), NT()>(i, hd, out, att, q, v, w);
-  };
-  using I1 = std::integral_constant<int, 1>;
-  using I2 = std::integral_constant<int, 2>;
-  using I3 = std::integral_constant<int, 3>;
-  using Rows4 = std::integral_constant<int, kRows>;
-  if (T == 49) return all_rows(std::integral_constant<int, 7>{}, I3{}, I1{});
-  if (T == 50) return all_rows(std::integral_constant<int, 5>{}, I3{}, I2{});
-  auto with_tail = [&](auto VF) {
-    if (attention_avx512::short_tail(T) == 1) return all_rows(Rows4{}, VF, I1{});
-    all_rows(Rows4{}, VF, I2{});
-  };
-  switch (T / 16) {
-    case 1: return with_tail(I1{});
-    case 2: return with_tail(I2{});
-    default: return with_tail(I3{});
+  constexpr int NT = attention_avx512::short_tail(T), VF = T / 16;
+  constexpr int R = short_tail_rows_per_call(T);
+  static_assert(NT > 0, "a token count with a short tail");
+  attention_avx512::tail_scores<kDh, NT>(w.tail, q.rows, q.ld, w.kt, T, padded_tokens(T),
+                                         hd.scale);
+  int i = 0;
+  for (; i + R <= T; i += R) forward_rows_short_tail<kDh, R, VF, NT>(i, hd, out, att, q, v, w);
+  for (; i < T; ++i) forward_rows_short_tail<kDh, 1, VF, NT>(i, hd, out, att, q, v, w);
+}
+
+// forward_rows_of_short_tail_head for the token counts short_tail takes; false for others.
+template <int kDh>
+bool forward_short_tail_head(const Head& hd, float* out, float* att, QueryRows q,
+                             const float* v, HeadScratch& w) {
+  switch (hd.T) {
+    case 17: forward_rows_of_short_tail_head<kDh, 17>(hd, out, att, q, v, w); return true;
+    case 18: forward_rows_of_short_tail_head<kDh, 18>(hd, out, att, q, v, w); return true;
+    case 33: forward_rows_of_short_tail_head<kDh, 33>(hd, out, att, q, v, w); return true;
+    case 34: forward_rows_of_short_tail_head<kDh, 34>(hd, out, att, q, v, w); return true;
+    case 49: forward_rows_of_short_tail_head<kDh, 49>(hd, out, att, q, v, w); return true;
+    case 50: forward_rows_of_short_tail_head<kDh, 50>(hd, out, att, q, v, w); return true;
+    default: return false;
   }
 }
 #endif
@@ -222,8 +228,8 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
   }
 #if defined(__AVX512F__)
   if constexpr (kDh > 0 && kDh % 16 == 0) {
-    if (attention_avx512::short_tail(T) > 0 && in_registers<kDh>(hd))
-      return forward_rows_of_short_tail_head<kDh>(hd, o, att, rows, q + 2 * D, w);
+    if (in_registers<kDh>(hd) && forward_short_tail_head<kDh>(hd, o, att, rows, q + 2 * D, w))
+      return;
   }
 #endif
   int i = 0;

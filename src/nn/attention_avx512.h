@@ -133,23 +133,24 @@ void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, floa
 // vector holds one live lane, yet its products and exps were a quarter of the rows' work.
 // attention.cpp takes this path at head sizes of whole vectors.
 constexpr int kMaxShortTail = 2;
-inline int short_tail(int T) {
-  const int tail = T % 16;
-  return T > 16 && T <= 16 * kMaxVectors && tail <= kMaxShortTail ? tail : 0;
+constexpr int short_tail(int T) {
+  return T > 16 && T <= 16 * kMaxVectors && T % 16 <= kMaxShortTail ? T % 16 : 0;
 }
 
-// tail (NT, Tp) = scale * the scores of every row of the head (< T) against each of the NT
-// short-tail tokens first, first + 1, ..., for q (T, kDh; row stride ldq) and kt = K^T (kDh,
+// tail (NT, Tp) = scale * the scores of every row of the head (< T) against each of its NT
+// short-tail tokens T - NT, ..., T - 1, for q (T, kDh; row stride ldq) and kt = K^T (kDh,
 // Tp): 16 rows a vector, turned into columns in registers, each score summed over d in the
 // order rows_times_kt sums it, so that it has the same bits.
-template <int kDh>
-void tail_scores(float* tail, const float* q, int ldq, const float* kt, int T, int first,
-                 int NT, float scale) {
+template <int kDh, int NT>
+void tail_scores(float* tail, const float* q, int ldq, const float* kt, int T, int Tp,
+                 float scale) {
   static_assert(kDh % 16 == 0, "head sizes of whole vectors");
-  const int Tp = (T + 15) / 16 * 16;
+  static_assert(NT >= 1 && NT <= kMaxShortTail);
+  const int first = T - NT;
   for (int i0 = 0; i0 < T; i0 += 16) {
     const int rows = T - i0 < 16 ? T - i0 : 16;
-    __m512 acc[kMaxShortTail] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 acc[NT];
+    for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
     for (int d0 = 0; d0 < kDh; d0 += 16) {
       __m512 columns[16];
       for (int i = 0; i < 16; ++i)

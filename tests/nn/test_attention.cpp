@@ -412,13 +412,13 @@ template <int kDh, int V, int NT, int R = 4>
 void check_short_tail(float spread) {
   constexpr int T = 16 * (V - 1) + NT, Tp = 16 * V;
   INFO("Dh " << kDh << ", " << T << " tokens, " << R << " rows a call");
-  REQUIRE(attention_avx512::short_tail(T) == NT);
+  static_assert(attention_avx512::short_tail(T) == NT);
   const auto q = random_vector(T * kDh, spread, 70 + T), k = random_vector(T * kDh, spread, 71 + T);
   std::vector<float> kt(kDh * Tp, 0.0f), tail(2 * Tp);
   for (int j = 0; j < T; ++j)
     for (int d = 0; d < kDh; ++d) kt[d * Tp + j] = k[j * kDh + d];
   const float scale = 1.0f / std::sqrt(float(kDh));
-  attention_avx512::tail_scores<kDh>(tail.data(), q.data(), kDh, kt.data(), T, T - NT, NT, scale);
+  attention_avx512::tail_scores<kDh, NT>(tail.data(), q.data(), kDh, kt.data(), T, Tp, scale);
   std::vector<float> whole(T * T), short_tail(T * T);
   int i = 0;
   for (; i + 4 <= T; i += 4)
@@ -450,6 +450,7 @@ TEST_CASE("attention rows with one or two tokens in their last vector round as w
     check_short_tail<16, 4, 2, 5>(spread);  // and its CLS token, 5 rows a call
     check_short_tail<16, 4, 1>(spread);
     check_short_tail<16, 4, 2, 8>(spread);
+    check_short_tail<16, 2, 2, 6>(spread);  // 18 tokens, 6 rows a call
     check_short_tail<16, 2, 1>(spread);
     check_short_tail<32, 3, 2>(spread);
     check_short_tail<48, 2, 2>(spread);
