@@ -43,6 +43,8 @@ shared=(--set model.patch_size=4 --set model.dim=64 --set model.depth=4 --set mo
         --set data.cutmix=0 --set data.augment=true
         --set data.val_fraction=0.1 --set train.batch_size=128 --set train.precision=fp32
         --set train.seed=0)
+# The mixing every mix05 variant adds (the mix05 variant's comment below says what it is).
+mix05="data.mixup=0.8 data.cutmix=1.0 data.mix_prob=0.5"
 sets_of() {
   case $1 in
     hour200) echo "train.epochs=200" ;;
@@ -52,19 +54,19 @@ sets_of() {
     w128d2_e175) echo "model.dim=128 model.mlp_dim=128 model.depth=2 train.epochs=175 train.unmasked_epochs=12" ;;
     # timm's batch mixing at half the batches: mixup (alpha 0.8) or cutmix (alpha 1.0), one
     # of the two at even odds; the step's cost does not change.
-    mix05) echo "data.mixup=0.8 data.cutmix=1.0 data.mix_prob=0.5" ;;
+    mix05) echo "$mix05" ;;
     # mix05 with three quarters of the patches dropped (16 of 64 kept): bench gives 5944
     # img/s against 3390 at half dropped, so 320 epochs, the last 20 on every patch, fill the
     # same time with the extra epochs' validation passes.
-    mix05_pd75_e320) echo "data.mixup=0.8 data.cutmix=1.0 data.mix_prob=0.5 model.patch_drop=0.75 train.epochs=320 train.unmasked_epochs=20" ;;
+    mix05_pd75_e320) echo "$mix05 model.patch_drop=0.75 train.epochs=320 train.unmasked_epochs=20" ;;
     # mix05 sized for the hour of a 2-core AMD EPYC of family 26 (Zen 5) with bf16 products,
     # where bench gives 6316 img/s with half the patches dropped and 3188 on every patch
     # (5689 and 2826 in fp32): 360 epochs, the last 24 on every patch.
-    mix05_bf16_e360) echo "data.mixup=0.8 data.cutmix=1.0 data.mix_prob=0.5 train.precision=bf16 train.epochs=360 train.unmasked_epochs=24" ;;
-    # mix05_bf16_e360 with 6 blocks (209k parameters) in the same hour of the Zen 5: bench
+    mix05_bf16_e360) echo "$mix05 train.precision=bf16 train.epochs=360 train.unmasked_epochs=24" ;;
+    # mix05_bf16_e360 with 6 blocks (229k parameters) in the same hour of the Zen 5: bench
     # gives 4714 img/s with half the patches dropped and 2353 on every patch (6344 and 3327
     # at 4 blocks, same hour), so 265 epochs, the last 18 on every patch.
-    mix05_d6_bf16_e265) echo "data.mixup=0.8 data.cutmix=1.0 data.mix_prob=0.5 train.precision=bf16 model.depth=6 train.epochs=265 train.unmasked_epochs=18" ;;
+    mix05_d6_bf16_e265) echo "$mix05 train.precision=bf16 model.depth=6 train.epochs=265 train.unmasked_epochs=18" ;;
     *) echo "cifar10_hour_levers.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
