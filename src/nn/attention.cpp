@@ -53,7 +53,11 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
     if (in_registers<kDh>(hd)) {
       float* P = att + hd.att_offset + int64_t(i0) * T;
       dispatch_vectors(Tp, [&](auto V) {
-        attention_avx512::score_softmax_rows<kDh, V(), R>(P, qi, q.ld, w.kt, hd.scale, T);
+        if (hd.form == AttentionForm::additive)
+          attention_avx512::additive_softmax_rows<kDh, V(), R>(
+              P, w.exp_q + int64_t(i0) * kDh, w.exp_kt, hd.additive_v, T);
+        else
+          attention_avx512::score_softmax_rows<kDh, V(), R>(P, qi, q.ld, w.kt, hd.scale, T);
       });
       rows_times_x<kDh, R>(out + int64_t(i0) * D, D, P, T, v, 3 * D, T, false);
       return;
@@ -228,7 +232,8 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
   }
 #if defined(__AVX512F__)
   if constexpr (kDh > 0 && kDh % 16 == 0) {
-    if (in_registers<kDh>(hd) && forward_short_tail_head<kDh>(hd, o, att, rows, q + 2 * D, w))
+    if (in_registers<kDh>(hd) && hd.form != AttentionForm::additive &&
+        forward_short_tail_head<kDh>(hd, o, att, rows, q + 2 * D, w))
       return;
   }
 #endif

@@ -94,18 +94,14 @@ inline void rows_times_kt(__m512 (&acc)[R][V], const float* a, int lda, const fl
   }
 }
 
-// P (R, T; row stride T) = softmax(scale * q K^T) for R query rows q (row stride ldq),
-// kt = K^T (Dh, 16 V) with zero padding columns.
-template <int kDh, int V, int R>
-void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, float scale, int T) {
-  __m512 acc[R][V];
-  rows_times_kt<kDh, V, R>(acc, q, ldq, kt);
+// P (R, T; row stride T) = the softmax of each row of scores s (R, V vectors), whose lanes
+// past T are padding. Always inlined: GCC called it, passing s through memory.
+template <int V, int R>
+[[gnu::always_inline]] inline void softmax_rows(float* P, __m512 (&s)[R][V], int T) {
   const __mmask16 tail = tail_mask(T, V);
   const __m512 lowest = _mm512_set1_ps(std::numeric_limits<float>::lowest());
-  const __m512 vscale = _mm512_set1_ps(scale);
-  __m512 s[R][V], row_max[R], row_sum[R];
+  __m512 row_max[R], row_sum[R];
   for (int r = 0; r < R; ++r) {
-    for (int v = 0; v < V; ++v) s[r][v] = _mm512_mul_ps(vscale, acc[r][v]);
     s[r][V - 1] = _mm512_mask_blend_ps(tail, lowest, s[r][V - 1]);  // padding: exp() = 0
     row_max[r] = s[r][0];
     for (int v = 1; v < V; ++v) row_max[r] = _mm512_max_ps(row_max[r], s[r][v]);
@@ -126,6 +122,44 @@ void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, floa
     for (int v = 0; v + 1 < V; ++v) _mm512_storeu_ps(row + 16 * v, _mm512_mul_ps(s[r][v], inv));
     _mm512_mask_storeu_ps(row + 16 * (V - 1), tail, _mm512_mul_ps(s[r][V - 1], inv));
   }
+}
+
+// P (R, T; row stride T) = softmax(scale * q K^T) for R query rows q (row stride ldq),
+// kt = K^T (Dh, 16 V) with zero padding columns.
+template <int kDh, int V, int R>
+void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, float scale, int T) {
+  __m512 acc[R][V];
+  rows_times_kt<kDh, V, R>(acc, q, ldq, kt);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_mul_ps(vscale, acc[r][v]);
+  softmax_rows<V, R>(P, acc, T);
+}
+
+// P (R, T; row stride T) = the softmax of R rows of additive scores, sum_d v_d tanh(q_rd +
+// k_jd), from exp_q (R, kDh; row stride kDh) = e^2q of the query rows and exp_kt (kDh, 16 V)
+// = e^2K^T, any positive value in its padding columns: each term (v_d P - v_d) / (P + 1)
+// with P = e^2q e^2k, as attention_tiles::additive_rows_from_exps computes it.
+template <int kDh, int V, int R>
+void additive_softmax_rows(float* P, const float* exp_q, const float* exp_kt, const float* v,
+                           int T) {
+  __m512 acc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < V; ++c) acc[r][c] = _mm512_setzero_ps();
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int d = 0; d < kDh; ++d) {
+    __m512 ek[V];
+    for (int c = 0; c < V; ++c) ek[c] = _mm512_loadu_ps(exp_kt + d * 16 * V + 16 * c);
+    const __m512 vd = _mm512_set1_ps(v[d]);
+    for (int r = 0; r < R; ++r) {
+      const float ea = exp_q[int64_t(r) * kDh + d];
+      const __m512 vea = _mm512_set1_ps(v[d] * ea), eav = _mm512_set1_ps(ea);
+      for (int c = 0; c < V; ++c)
+        acc[r][c] = _mm512_add_ps(acc[r][c], _mm512_div_ps(_mm512_fmsub_ps(vea, ek[c], vd),
+                                                           _mm512_fmadd_ps(eav, ek[c], one)));
+    }
+  }
+  softmax_rows<V, R>(P, acc, T);
 }
 
 // The tokens in the last of a row's score vectors when they are at most kMaxShortTail and

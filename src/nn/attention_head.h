@@ -191,13 +191,14 @@ struct QueryRows {
 };
 
 // Whether rows of this head take the register-resident path (attention_avx512.h): a build
-// for AVX-512, a compiled head size, at most 64 tokens, a dot-product score, no attention
-// dropout (whose masks the portable path applies).
+// for AVX-512, a compiled head size, at most 64 tokens, a dot-product score or additive
+// scores from exps (prepare_additive, which runs first), no attention dropout (whose masks
+// the portable path applies).
 template <int kDh>
 bool in_registers(const Head& hd) {
 #if defined(__AVX512F__)
   return kDh > 0 && padded_tokens(hd.T) <= 16 * attention_avx512::kMaxVectors &&
-         hd.form != AttentionForm::additive && hd.dropout_p == 0.0f;
+         (hd.form != AttentionForm::additive || hd.additive_exps) && hd.dropout_p == 0.0f;
 #else
   (void)hd;
   return false;
