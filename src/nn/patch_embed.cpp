@@ -64,14 +64,25 @@ void embed_tokens_forward(float* tokens, const float* patch_proj, const float* c
 }
 
 // Adds the batch's sum of each element of dtokens (B, T, D) over its first `count`
-// elements into dsum. Split by element so each has one owner and a fixed summation order.
-static void add_batch_sums(float* dsum, const float* dtokens, int B, int64_t TD, int64_t count) {
-#pragma omp parallel for schedule(static) if (B * TD > 65536)
-  for (int64_t i = 0; i < count; ++i) {
-    float sum = 0.0f;
-    for (int b = 0; b < B; ++b) sum += dtokens[b * TD + i];
-    dsum[i] += sum;
-  }
+// elements into dsum, and of the first `also_count` of them into dalso as well. Each sum runs
+// over the batch in order from +0, whatever the thread count. A block of elements at a time,
+// row by row of the batch: one element at a time strode through memory by T D floats, onto
+// the same few cache sets.
+static void add_batch_sums(float* dsum, const float* dtokens, int B, int64_t TD, int64_t count,
+                           float* dalso = nullptr, int64_t also_count = 0) {
+  constexpr int64_t kBlock = 256;
+  for_ranges((count + kBlock - 1) / kBlock, B * TD > 65536, [&](int64_t blk0, int64_t blk1) {
+    for (int64_t blk = blk0; blk < blk1; ++blk) {
+      const int64_t i0 = blk * kBlock, n = std::min(kBlock, count - i0);
+      float sums[kBlock] = {};
+      for (int b = 0; b < B; ++b) {
+        const float* row = dtokens + b * TD + i0;
+        for (int64_t j = 0; j < n; ++j) sums[j] += row[j];
+      }
+      for (int64_t j = 0; j < n; ++j) dsum[i0 + j] += sums[j];
+      for (int64_t j = 0; j < std::min(n, also_count - i0); ++j) dalso[i0 + j] += sums[j];
+    }
+  });
 }
 
 static void add_patch_rows(float* dpatch_proj, const float* dtokens, int B, int N, int D,
@@ -91,15 +102,8 @@ void embed_tokens_backward(float* dpatch_proj, float* dcls_token, float* dpos_em
   const int T = N + 1;
   const int64_t TD = int64_t(T) * D;
   if (dpos_embed) {
-    // Position gradients sum over the batch; split by element so each has one owner and a
-    // fixed summation order.
-#pragma omp parallel for schedule(static) if (B * TD > 65536)
-    for (int64_t i = 0; i < TD; ++i) {
-      float sum = 0.0f;
-      for (int b = 0; b < B; ++b) sum += dtokens[b * TD + i];
-      dpos_embed[i] += sum;
-      if (i < D) dcls_token[i] += sum;  // cls enters exactly where pos[0] does
-    }
+    // cls enters exactly where pos[0] does
+    add_batch_sums(dpos_embed, dtokens, B, TD, TD, dcls_token, D);
   } else {
     add_batch_sums(dcls_token, dtokens, B, TD, D);
   }
