@@ -15,11 +15,16 @@ namespace {
 // broadcasts of A per 24 FMAs. Measured on one core of the machine in the README, against
 // (8, 32), (12, 32), (14, 32), (7, 64), (4, 64) and (8, 48) tiles and other block sizes,
 // on the model's products: 170-200 GFLOP/s, twice OpenBLAS's AVX2 kernels.
-struct Avx512 {
+// Products of at most 32 columns (the conv stem's first stage and its weight gradient, the
+// classifier) take (12, 32) tiles: in a 64-column panel half or more of the FMAs would sum
+// zero columns. Each element of C still sums its k in the same order, so the bits are those
+// of the wide tiles.
+template <int kRowsOfTile, int kVecsAcross>
+struct Avx512Tiles {
   using Vec = __m512;
   static constexpr int kLanes = 16;
-  static constexpr int kMr = 6;      // rows of a C tile
-  static constexpr int kVecs = 4;    // zmm registers across a row of the tile: 64 columns
+  static constexpr int kMr = kRowsOfTile;   // rows of a C tile
+  static constexpr int kVecs = kVecsAcross; // zmm registers across a row of the tile
   static constexpr int kKc = 128;    // reductions per packed block: a (kKc, 64) panel is 32 KB
   static constexpr int kMc = 96;     // rows per block: their (kMc, kKc) slice of A stays in L2
   // Panels of op(B) packed at a time: the (kKc, 4 * 64) block, 128 KB, lives on the stack of
@@ -48,11 +53,17 @@ struct Avx512 {
   }
 };
 
+using Avx512 = Avx512Tiles<6, 4>;
+using Avx512Narrow = Avx512Tiles<12, 2>;
+
 }  // namespace
 
 void sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                   int lda, const float* B, int ldb, float beta, float* C, int ldc,
                   const GemmEpilogue& epilogue, const uint8_t* k_used) {
+  if (N <= 16 * Avx512Narrow::kVecs)
+    return sgemm_blocked::sgemm_any<Avx512Narrow>(trans_a, trans_b, M, N, K, alpha, A, lda, B,
+                                                  ldb, beta, C, ldc, epilogue, k_used);
   sgemm_blocked::sgemm_any<Avx512>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
                                    ldc, epilogue, k_used);
 }

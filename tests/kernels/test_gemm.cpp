@@ -96,15 +96,16 @@ TEST_CASE("gemm matches a naive product for all transposes", "[gemm]") {
 }
 
 TEST_CASE("gemm handles every edge of minivit's kernels' tiles", "[gemm]") {
-  // Rows around the 6-row tile and the 96-row block, columns around the 8-wide vectors of
-  // the AVX2 kernels' 16-column tile and the 16-wide ones of the AVX-512 kernels' 64-column
-  // tile, reductions around the 128-long packed block; then a beta other than 0 and 1 with
-  // a negative alpha, and a bias gradient's 1^T . dY.
+  // Rows around the 6-row tile, the 12-row one of products of at most 32 columns, and the
+  // 96-row block, columns around the 8-wide vectors of the AVX2 kernels' 16-column tile and
+  // the 16-wide ones of the AVX-512 kernels' 32- and 64-column tiles, reductions around the
+  // 128-long packed block; then a beta other than 0 and 1 with a negative alpha, and a bias
+  // gradient's 1^T . dY.
   for_each_gemm_kernels([](const Compute& compute) {
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
-        for (int M : {1, 5, 6, 7, 13, 49, 97})
-          for (int N : {1, 7, 8, 9, 15, 16, 17, 33, 63, 64, 65})
+        for (int M : {1, 5, 6, 7, 12, 13, 25, 49, 97})
+          for (int N : {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65})
             for (int K : {1, 127, 128, 129}) check_gemm(compute, ta, tb, M, N, K, 0.0f, 1);
         check_gemm(compute, ta, tb, 19, 150, 300, 0.25f, 2, -1.5f);
         // More columns than the kernels pack at a time (4 panels of 64, 16 of 16), with a
@@ -392,10 +393,12 @@ TEST_CASE("gemm skipping the k that k_used marks, whose terms are exact zeros, g
           "product over every k bit for bit", "[gemm]") {
   // A weight gradient's shape, dW (O, I) = dY^T X over R rows, with the rows of dY that
   // k_used marks 0 zero (a dropped patch's), R long enough for several blocks of k and
-  // signed zeros among the rest; and a bias gradient's 1^T dY.
+  // signed zeros among the rest; and a bias gradient's 1^T dY. I = 27: a product of at most
+  // 32 columns, which the AVX-512 kernels run in narrower tiles.
   for_each_gemm_kernels([](const Compute& compute) {
+    for (auto [O, I] : {std::pair{70, 45}, {70, 27}})
     for (bool tb : {false, true}) {
-      const int O = 70, I = 45, R = 1100;
+      const int R = 1100;
       auto dY = minivit_test::random_vector(int64_t(R) * O, 1.0f, 11);
       const auto X = minivit_test::random_vector(int64_t(R) * I, 1.0f, 12);
       std::vector<uint8_t> used(R);
@@ -414,7 +417,7 @@ TEST_CASE("gemm skipping the k that k_used marks, whose terms are exact zeros, g
       gemm(true, tb, O, I, R, 1.0f, dY.data(), O, B, ldb, 1.0f, dW.data(), I, products);
       gemm(true, tb, O, I, R, 1.0f, dY.data(), O, B, ldb, 1.0f, skipped.data(), I, products, {},
            used.data());
-      INFO(compute.kernels_name() << " tb " << tb);
+      INFO(compute.kernels_name() << " tb " << tb << " I " << I);
       CHECK(std::memcmp(dW.data(), skipped.data(), dW.size() * sizeof(float)) == 0);
       const std::vector<float> ones(R, 1.0f);
       std::vector<float> db(O, 0.0f), db_skipped(O, 0.0f);
