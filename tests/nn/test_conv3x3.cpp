@@ -76,6 +76,35 @@ TEST_CASE("gathered windows through a linear layer are the 3x3 stride-2 convolut
   }
 }
 
+// Each row, entry by entry, against the pixels of its window: at the sides and channel counts
+// where AVX-512 builds move 16 entries at a time (channels first at sides of 32 and 64,
+// channels last at 16 and 32 channels) and where they do not.
+TEST_CASE("gathered rows hold each window's pixels in (channel, row, column) order, zero "
+          "outside the image", "[layers][conv]") {
+  struct Shape { bool channels_first; int C, S; };
+  for (const Shape shape : {Shape{true, 3, 32}, {true, 1, 64}, {true, 2, 32}, {true, 3, 8},
+                            {true, 3, 7}, {false, 16, 16}, {false, 32, 16}, {false, 32, 7},
+                            {false, 16, 1}, {false, 3, 16}}) {
+    const int B = 2, C = shape.C, S = shape.S, So = conv3x3_s2_side(S);
+    INFO("channels first " << shape.channels_first << ", C " << C << ", side " << S);
+    const auto inp = random_vector(B * C * S * S, 1.0f, 50 + C + S);
+    auto pixel = [&](int b, int c, int y, int x) {
+      if (y < 0 || y >= S || x < 0 || x >= S) return 0.0f;
+      return shape.channels_first ? inp[size_t(((b * C + c) * S + y) * S + x)]
+                                  : inp[size_t(((b * S + y) * S + x) * C + c)];
+    };
+    std::vector<float> want(size_t(B) * So * So * 9 * C), rows(want.size(), -7.0f);
+    for (int b = 0; b < B; ++b)
+      for (int p = 0; p < So * So; ++p)
+        for (int c = 0; c < C; ++c)
+          for (int t = 0; t < 9; ++t)
+            want[(size_t(b * So * So + p) * C + c) * 9 + t] =
+                pixel(b, c, 2 * (p / So) - 1 + t / 3, 2 * (p % So) - 1 + t % 3);
+    conv3x3_s2_gather(rows.data(), inp.data(), B, C, S, shape.channels_first);
+    CHECK(std::memcmp(rows.data(), want.data(), want.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("the scatter is the gather's adjoint: <gather x, y> = <x, scatter y>",
           "[layers][conv][grad]") {
   const int B = 3, C = 5;
