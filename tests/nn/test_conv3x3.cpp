@@ -107,46 +107,81 @@ TEST_CASE("gathered rows hold each window's pixels in (channel, row, column) ord
 
 TEST_CASE("the scatter is the gather's adjoint: <gather x, y> = <x, scatter y>",
           "[layers][conv][grad]") {
-  const int B = 3, C = 5;
-  for (int S : {6, 5}) {
-    INFO("side " << S);
-    const int So = conv3x3_s2_side(S);
-    const auto x = random_vector(B * S * S * C, 1.0f, 30), y = random_vector(B * So * So * 9 * C, 1.0f, 31);
-    std::vector<float> gathered(y.size()), scattered(x.size(), 0.0f);
-    conv3x3_s2_gather(gathered.data(), x.data(), B, C, S, false);
-    conv3x3_s2_scatter(scattered.data(), y.data(), B, C, S);
-    double lhs = 0, rhs = 0;
-    for (size_t i = 0; i < y.size(); ++i) lhs += double(gathered[i]) * y[i];
-    for (size_t i = 0; i < x.size(); ++i) rhs += double(x[i]) * scattered[i];
-    CHECK(lhs == Approx(rhs).epsilon(1e-6));
-    // Scatter adds: a second one doubles the result.
-    const std::vector<float> once = scattered;
-    conv3x3_s2_scatter(scattered.data(), y.data(), B, C, S);
-    for (size_t i = 0; i < x.size(); ++i) REQUIRE(scattered[i] == Approx(2 * once[i]).margin(1e-6));
-  }
+  const int B = 3;
+  for (int C : {5, 16, 32})  // 16 and 32: AVX-512 builds scatter 16 channels at a time
+    for (int S : {6, 5}) {
+      INFO("C " << C << ", side " << S);
+      const int So = conv3x3_s2_side(S);
+      const auto x = random_vector(B * S * S * C, 1.0f, 30), y = random_vector(B * So * So * 9 * C, 1.0f, 31);
+      std::vector<float> gathered(y.size()), scattered(x.size(), 0.0f);
+      conv3x3_s2_gather(gathered.data(), x.data(), B, C, S, false);
+      conv3x3_s2_scatter(scattered.data(), y.data(), B, C, S);
+      double lhs = 0, rhs = 0;
+      for (size_t i = 0; i < y.size(); ++i) lhs += double(gathered[i]) * y[i];
+      for (size_t i = 0; i < x.size(); ++i) rhs += double(x[i]) * scattered[i];
+      CHECK(lhs == Approx(rhs).epsilon(1e-6));
+      // Scatter adds: a second one doubles the result.
+      const std::vector<float> once = scattered;
+      conv3x3_s2_scatter(scattered.data(), y.data(), B, C, S);
+      for (size_t i = 0; i < x.size(); ++i) REQUIRE(scattered[i] == Approx(2 * once[i]).margin(1e-6));
+    }
+}
+
+// Every pixel's sum in the order of positions, then taps, then the sum before it: what the
+// scatter adds, element by element.
+std::vector<float> scatter_in_order(const std::vector<float>& drows, int B, int C, int S) {
+  const int So = conv3x3_s2_side(S);
+  std::vector<float> dinp(size_t(B) * S * S * C, 0.0f);
+  for (int b = 0; b < B; ++b)
+    for (int p = 0; p < So * So; ++p)
+      for (int t = 0; t < 9; ++t) {
+        const int y = 2 * (p / So) - 1 + t / 3, x = 2 * (p % So) - 1 + t % 3;
+        if (y < 0 || y >= S || x < 0 || x >= S) continue;
+        for (int c = 0; c < C; ++c)
+          dinp[size_t(((b * S + y) * S + x) * C + c)] +=
+              drows[(size_t(b * So * So + p) * C + c) * 9 + t];
+      }
+  return dinp;
+}
+
+TEST_CASE("the scatter sums each pixel's entries in position order, bit for bit",
+          "[layers][conv]") {
+  for (int C : {3, 16, 32})
+    for (int S : {16, 7}) {
+      INFO("C " << C << ", side " << S);
+      const int B = 3, So = conv3x3_s2_side(S);
+      const auto drows = random_vector(B * So * So * 9 * C, 1.0f, 60 + C + S);
+      std::vector<float> dinp(size_t(B) * S * S * C, 0.0f);
+      conv3x3_s2_scatter(dinp.data(), drows.data(), B, C, S);
+      const auto want = scatter_in_order(drows, B, C, S);
+      CHECK(std::memcmp(dinp.data(), want.data(), want.size() * sizeof(float)) == 0);
+    }
 }
 
 TEST_CASE("the scatter from the kept positions' rows alone is the scatter of every row with "
           "the others zero, bit for bit", "[layers][conv]") {
-  const int B = 17, C = 3, S = 8, So = conv3x3_s2_side(S), R = So * So, kept = 7;
-  const auto drows = random_vector(B * R * 9 * C, 1.0f, 32);
-  std::vector<uint8_t> keep(size_t(B) * R, 0);
-  for (int b = 0; b < B; ++b)
-    for (int k = 0; k < kept; ++k) keep[size_t(b) * R + size_t((5 * k + b) % R)] = 1;
-  std::vector<float> zeroed = drows, kept_rows;
-  for (int i = 0; i < B * R; ++i) {
-    float* row = zeroed.data() + size_t(i) * 9 * C;
-    if (keep[size_t(i)])
-      kept_rows.insert(kept_rows.end(), row, row + 9 * C);
-    else
-      std::fill(row, row + 9 * C, 0.0f);
+  for (int C : {3, 32}) {
+    INFO("C " << C);
+    const int B = 17, S = 8, So = conv3x3_s2_side(S), R = So * So, kept = 7;
+    const auto drows = random_vector(B * R * 9 * C, 1.0f, 32);
+    std::vector<uint8_t> keep(size_t(B) * R, 0);
+    for (int b = 0; b < B; ++b)
+      for (int k = 0; k < kept; ++k) keep[size_t(b) * R + size_t((5 * k + b) % R)] = 1;
+    std::vector<float> zeroed = drows, kept_rows;
+    for (int i = 0; i < B * R; ++i) {
+      float* row = zeroed.data() + size_t(i) * 9 * C;
+      if (keep[size_t(i)])
+        kept_rows.insert(kept_rows.end(), row, row + 9 * C);
+      else
+        std::fill(row, row + 9 * C, 0.0f);
+    }
+    REQUIRE(kept_rows.size() == size_t(B) * kept * 9 * C);
+    std::vector<float> every(size_t(B) * S * S * C, 0.0f), from_kept = every;
+    conv3x3_s2_scatter(every.data(), zeroed.data(), B, C, S);
+    conv3x3_s2_scatter(from_kept.data(), kept_rows.data(), B, C, S, keep.data(), kept);
+    CHECK(std::memcmp(every.data(), from_kept.data(), every.size() * sizeof(float)) == 0);
+    CHECK(std::any_of(every.begin(), every.end(), [](float v) { return v != 0.0f; }));
   }
-  REQUIRE(kept_rows.size() == size_t(B) * kept * 9 * C);
-  std::vector<float> every(size_t(B) * S * S * C, 0.0f), from_kept = every;
-  conv3x3_s2_scatter(every.data(), zeroed.data(), B, C, S);
-  conv3x3_s2_scatter(from_kept.data(), kept_rows.data(), B, C, S, keep.data(), kept);
-  CHECK(std::memcmp(every.data(), from_kept.data(), every.size() * sizeof(float)) == 0);
-  CHECK(std::any_of(every.begin(), every.end(), [](float v) { return v != 0.0f; }));
 }
 
 TEST_CASE("a 3x3 stride-2 convolution's input gradient matches finite differences",
