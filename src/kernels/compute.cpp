@@ -8,6 +8,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <string>
+
+#include "minivit/core/error.h"
+#include "minivit/kernels/runtime.h"
 
 namespace minivit {
 
@@ -126,9 +130,12 @@ static std::optional<GemmKernels> kernels_asked(const char* env, bool& known) {
 
 Compute Compute::automatic() {
   bool known;
+  Compute c = fastest();
   if (auto asked = kernels_asked(std::getenv("MINIVIT_GEMM"), known))
-    if (auto c = with_kernels(*asked)) return *c;
-  return fastest();
+    if (auto k = with_kernels(*asked)) c = *k;
+  if (c.kernels == GemmKernels::openblas)  // else OpenBLAS's first product would kill us
+    if (const std::string problem = blas_core_problem(); !problem.empty()) throw Error(problem);
+  return c;
 }
 
 std::string Compute::environment_note() {

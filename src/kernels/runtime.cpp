@@ -38,4 +38,44 @@ std::string blas_kernel_advice(const Compute& compute) {
          preferred + ")";
 }
 
+// The instructions each family of OpenBLAS 0.3.21's x86-64 kernels needs beyond SSE3, by
+// the name openblas_get_corename() gives it (its driver/others/dynamic.c).
+struct CoreNeeds {
+  const char* core;
+  const char* needs;  // in words, for the message
+  bool (*runs)();
+};
+
+static bool has_avx512() { return __builtin_cpu_supports("avx512f"); }
+static bool has_avx512_bf16() { return has_avx512() && __builtin_cpu_supports("avx512bf16"); }
+static bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+static bool has_avx() { return __builtin_cpu_supports("avx"); }
+
+static const CoreNeeds kCoreNeeds[] = {
+    {"SkylakeX", "AVX-512", has_avx512},
+    {"Cooperlake", "AVX-512 with AVX512_BF16", has_avx512_bf16},
+    {"SapphireRapids", "AVX-512 with AVX512_BF16", has_avx512_bf16},
+    {"Haswell", "AVX2 and FMA", has_avx2},
+    {"Zen", "AVX2 and FMA", has_avx2},
+    {"Excavator", "AVX2 and FMA", has_avx2},
+    {"Sandybridge", "AVX", has_avx},
+    {"Bulldozer", "AVX", has_avx},
+    {"Piledriver", "AVX", has_avx},
+    {"Steamroller", "AVX", has_avx},
+};
+
+std::string blas_core_problem() {
+  const char* in_use = openblas_get_corename();
+  for (const CoreNeeds& c : kCoreNeeds) {
+    if (strcasecmp(in_use, c.core) != 0 || c.runs()) continue;
+    const char* forced = std::getenv("OPENBLAS_CORETYPE");
+    const char* instead = preferred_blas_kernels();
+    return std::string("OPENBLAS_CORETYPE=") + (forced ? forced : "(unset)") +
+           ": OpenBLAS would run its " + in_use + " kernels, which need " + c.needs +
+           ", missing on this CPU; unset OPENBLAS_CORETYPE" +
+           (instead ? std::string(" or set it to ") + instead : std::string());
+  }
+  return "";
+}
+
 }  // namespace minivit

@@ -3,7 +3,8 @@
 # a checkpoint (`info`), classify images (`predict`), evaluate a split (`eval`) and take a few
 # training steps, and its probabilities must agree with the same binary run on this machine.
 # Its training must say it took the product kernels EXPECTED names (the level chosen from
-# what the emulated CPU reports, kernels/compute.h).
+# what the emulated CPU reports, kernels/compute.h), and OPENBLAS_CORETYPE set to kernels the
+# CPU cannot run must give a clear error or a note, not an illegal instruction.
 # Exits 77 (CTest: skipped) when qemu-user is not installed.
 # usage: check_under_qemu.sh MINIVIT WORKDIR CPU_MODEL EXPECTED
 set -euo pipefail
@@ -50,6 +51,28 @@ grep -q "minivit checkpoint" "$work/info.txt" || fail "info printed no checkpoin
 grep -q "products on $expected" "$work/qemu_train.txt" ||
   fail "train did not take $expected: $(head -n 1 "$work/qemu_train.txt")"
 [[ -f $work/qemu_train/last.safetensors ]] || fail "train wrote no checkpoint"
+
+# OPENBLAS_CORETYPE set to kernels the emulated CPU cannot run: where OpenBLAS computes the
+# products, one line that names the setting and a non-zero exit, not an illegal
+# instruction; where minivit's own kernels do, the commands run and bench leaves OpenBLAS's
+# comparison line out with that line's reason.
+if [[ $expected == OpenBLAS ]]; then
+  status=0
+  env OPENBLAS_CORETYPE=Haswell qemu-x86_64 -cpu "$cpu" "$minivit" eval --checkpoint "$ckpt" \
+    > /dev/null 2> "$work/coretype.txt" || status=$?
+  ((status == 1)) || fail "eval with OPENBLAS_CORETYPE=Haswell exited $status, expected 1"
+  grep -v '^qemu-x86_64: warning' "$work/coretype.txt" > "$work/coretype_lines.txt" || true
+  (($(wc -l < "$work/coretype_lines.txt") == 1)) ||
+    fail "expected one line on stderr, got: $(cat "$work/coretype_lines.txt")"
+  grep -q "OPENBLAS_CORETYPE=Haswell: .*need AVX2 and FMA" "$work/coretype_lines.txt" ||
+    fail "the error does not name the setting: $(cat "$work/coretype_lines.txt")"
+else
+  env OPENBLAS_CORETYPE=SkylakeX qemu-x86_64 -cpu "$cpu" "$minivit" bench --config \
+    "$work/tiny.toml" --steps 2 --warmup 1 --latency-images 0 > "$work/coretype.txt" 2>&1 ||
+    fail "bench with OPENBLAS_CORETYPE=SkylakeX exited $?"
+  grep -q "OpenBLAS not measured: OPENBLAS_CORETYPE=SkylakeX" "$work/coretype.txt" ||
+    fail "bench did not say why OpenBLAS was not measured: $(tail -n 3 "$work/coretype.txt")"
+fi
 
 # Another CPU takes other kernels (OpenBLAS's for its family, or minivit's own where they
 # fit), which round differently: the same classes, probabilities within 1e-4, the loss within
