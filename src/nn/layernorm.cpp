@@ -77,6 +77,51 @@ static void forward_16_rows(float* out, float* mean, float* rstd, const float* i
   _mm512_mask_storeu_ps(mean, rows, m);
   _mm512_mask_storeu_ps(rstd, rows, s);
 }
+
+// backward_input_rows (below) for rows 0 .. n-1 (n <= 16), D a multiple of 16: its two row
+// sums through sum_lanes_of_rows, every other value by the operations the compiler makes of
+// its loops (the products and differences it fuses, it fuses here), so every gradient has
+// the row loop's bits. Row by row the two chains of 16 additions took 3% of the default
+// model's training step.
+static void backward_input_16_rows(float* dinp, const float* dout, const float* inp,
+                                   const float* weight, const float* mean, const float* rstd,
+                                   int D, int n, const float* dinp_base) {
+  const __m512 width = _mm512_set1_ps(float(D));
+  __m512 dxhat_lanes[16], product_lanes[16];
+  for (int i = n; i < 16; ++i) dxhat_lanes[i] = product_lanes[i] = _mm512_setzero_ps();
+  for (int i = 0; i < n; ++i) {
+    const float* x = inp + int64_t(i) * D;
+    const float* dy = dout + int64_t(i) * D;
+    const __m512 mi = _mm512_set1_ps(mean[i]), si = _mm512_set1_ps(rstd[i]);
+    __m512 sum = _mm512_setzero_ps(), product = _mm512_setzero_ps();
+    for (int c = 0; c < D; c += 16) {
+      const __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + c), mi), si);
+      const __m512 dxhat = _mm512_mul_ps(_mm512_loadu_ps(dy + c), _mm512_loadu_ps(weight + c));
+      sum = _mm512_add_ps(sum, dxhat);
+      product = _mm512_fmadd_ps(xhat, dxhat, product);
+    }
+    dxhat_lanes[i] = sum;
+    product_lanes[i] = product;
+  }
+  alignas(64) float mean_dxhat[16], mean_dxhat_xhat[16];
+  _mm512_store_ps(mean_dxhat, _mm512_div_ps(sum_lanes_of_rows(dxhat_lanes), width));
+  _mm512_store_ps(mean_dxhat_xhat, _mm512_div_ps(sum_lanes_of_rows(product_lanes), width));
+  for (int i = 0; i < n; ++i) {
+    const float* x = inp + int64_t(i) * D;
+    const float* dy = dout + int64_t(i) * D;
+    float* dx = dinp + int64_t(i) * D;
+    const float* base = dinp_base ? dinp_base + int64_t(i) * D : dx;
+    const __m512 mi = _mm512_set1_ps(mean[i]), si = _mm512_set1_ps(rstd[i]);
+    const __m512 a = _mm512_set1_ps(mean_dxhat[i]), b = _mm512_set1_ps(mean_dxhat_xhat[i]);
+    for (int c = 0; c < D; c += 16) {
+      // s (dy weight - a - xhat b) + base
+      const __m512 t = _mm512_fmsub_ps(_mm512_loadu_ps(dy + c), _mm512_loadu_ps(weight + c), a);
+      const __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + c), mi), si);
+      _mm512_storeu_ps(dx + c, _mm512_fmadd_ps(_mm512_fnmadd_ps(xhat, b, t), si,
+                                               _mm512_loadu_ps(base + c)));
+    }
+  }
+}
 #pragma GCC diagnostic pop
 #endif
 
@@ -145,6 +190,15 @@ void layernorm_backward_input(float* dinp, const float* dout, const float* inp,
                               const float* weight, const float* mean, const float* rstd, int R,
                               int D, const float* dinp_base) {
   for_ranges(R, int64_t(R) * D > 32768, [&](int64_t begin, int64_t end) {
+#if defined(__AVX512F__)
+    if (D % 16 == 0) {
+      for (int64_t r = begin; r < end; r += 16)
+        backward_input_16_rows(dinp + r * D, dout + r * D, inp + r * D, weight, mean + r,
+                               rstd + r, D, int(std::min<int64_t>(16, end - r)),
+                               dinp_base ? dinp_base + r * D : nullptr);
+      return;
+    }
+#endif
     backward_input_rows(dinp, dout, inp, weight, mean, rstd, begin, end, D, dinp_base);
   });
 }
