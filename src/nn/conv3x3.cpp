@@ -22,6 +22,16 @@ MINIVIT_ISA_BEGIN
 
 namespace {
 
+// tap[ky * 3 + kx] = where the window of output (oy, ox) has its pixel (2 oy - 1 + ky,
+// 2 ox - 1 + kx) in a channels-last image, null outside the image.
+template <class Float>
+void window_pixels(Float* (&tap)[9], Float* image, int oy, int ox, int C, int S) {
+  for (int t = 0; t < 9; ++t) {
+    const int y = 2 * oy - 1 + t / 3, x = 2 * ox - 1 + t % 3;
+    tap[t] = y < 0 || y >= S || x < 0 || x >= S ? nullptr : image + (int64_t(y) * S + x) * C;
+  }
+}
+
 #if defined(__AVX512F__)
 // Each entry of a row is stored one by one, 9 floats apart, in the portable loop below:
 // element by element the gather took 8% of the CIFAR-10 model's training step. These paths
@@ -40,11 +50,7 @@ void gather_channels_last(float* rows, const float* inp, int64_t b0, int64_t b1,
       for (int ox = 0; ox < So; ++ox) {
         float* row = rows + (b * So * So + int64_t(oy) * So + ox) * row_len;
         const float* tap[9];
-        for (int t = 0; t < 9; ++t) {
-          const int y = 2 * oy - 1 + t / 3, x = 2 * ox - 1 + t % 3;
-          tap[t] = y < 0 || y >= S || x < 0 || x >= S ? nullptr
-                                                      : image + (int64_t(y) * S + x) * C;
-        }
+        window_pixels(tap, image, oy, ox, C, S);
         for (int c0 = 0; c0 < C; c0 += 16) {
           __m512 v[16];
           for (int t = 0; t < 16; ++t)
@@ -95,41 +101,33 @@ void gather_channels_first(float* rows, const float* inp, int64_t b0, int64_t b1
   }
 }
 
-// conv3x3_s2_scatter's rows for images b0 .. b1 - 1 at C a multiple of 16: each position's
-// 16 runs of 9 (one per channel) turned into 9 vectors of 16 channels, one per tap, each
-// added into its pixel. Positions and taps in the portable loop's order, so every pixel
-// takes its sums in the same order.
-void scatter_channels_last(float* dinp, const float* drows, int64_t b0, int64_t b1, int C,
-                           int S, const uint8_t* keep, int64_t rows_per_image) {
-  const int So = conv3x3_s2_side(S);
-  const int64_t row_len = 9 * int64_t(C), image_len = int64_t(C) * S * S;
-  const __mmask16 nine = 0x1FF;
-  for (int64_t b = b0; b < b1; ++b) {
-    float* image = dinp + b * image_len;
-    const float* next_row = drows + b * rows_per_image * row_len;
-    for (int oy = 0; oy < So; ++oy)
-      for (int ox = 0; ox < So; ++ox) {
-        if (keep && !keep[b * So * So + int64_t(oy) * So + ox]) continue;  // no row
-        const float* row = next_row;
-        next_row += row_len;
-        float* tap[9];
-        for (int t = 0; t < 9; ++t) {
-          const int y = 2 * oy - 1 + t / 3, x = 2 * ox - 1 + t % 3;
-          tap[t] = y < 0 || y >= S || x < 0 || x >= S ? nullptr
-                                                      : image + (int64_t(y) * S + x) * C;
-        }
-        for (int c0 = 0; c0 < C; c0 += 16) {
-          __m512 v[16];
-          for (int l = 0; l < 16; ++l) v[l] = _mm512_maskz_loadu_ps(nine, row + 9 * (c0 + l));
-          transpose16(v);  // v[t] holds tap t of channels c0 .. c0 + 15
-          for (int t = 0; t < 9; ++t)
-            if (tap[t])
-              _mm512_storeu_ps(tap[t] + c0, _mm512_add_ps(_mm512_loadu_ps(tap[t] + c0), v[t]));
-        }
-      }
-  }
-}
 #endif
+
+// One position's row (9 C, in (channel, row, column) order) added into the pixels of its
+// window in a channels-last image, tap by tap, the taps in order. For C a multiple of 16,
+// each 16 channels' runs of 9 are turned into one vector of 16 channels per tap; every pixel
+// takes its sums in the same order, so the bits are the same.
+void add_row_into_window(float* image, const float* row, int oy, int ox, int C, int S) {
+  float* tap[9];
+  window_pixels(tap, image, oy, ox, C, S);
+#if defined(__AVX512F__)
+  if (C % 16 == 0) {
+    const __mmask16 nine = 0x1FF;
+    for (int c0 = 0; c0 < C; c0 += 16) {
+      __m512 v[16];
+      for (int l = 0; l < 16; ++l) v[l] = _mm512_maskz_loadu_ps(nine, row + 9 * (c0 + l));
+      transpose16(v);  // v[t] holds tap t of channels c0 .. c0 + 15
+      for (int t = 0; t < 9; ++t)
+        if (tap[t])
+          _mm512_storeu_ps(tap[t] + c0, _mm512_add_ps(_mm512_loadu_ps(tap[t] + c0), v[t]));
+    }
+    return;
+  }
+#endif
+  for (int t = 0; t < 9; ++t)
+    if (tap[t])
+      for (int c = 0; c < C; ++c) tap[t][c] += row[t + 9 * c];
+}
 
 }  // namespace
 
@@ -173,29 +171,14 @@ void conv3x3_s2_scatter(float* dinp, const float* drows, int B, int C, int S,
   const int64_t row_len = 9 * int64_t(C), image_len = int64_t(C) * S * S;
   const int64_t rows_per_image = keep ? kept : int64_t(So) * So;
   for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
-#if defined(__AVX512F__)
-    if (C % 16 == 0)
-      return scatter_channels_last(dinp, drows, b0, b1, C, S, keep, rows_per_image);
-#endif
     for (int64_t b = b0; b < b1; ++b) {
       float* image = dinp + b * image_len;
       const float* next_row = drows + b * rows_per_image * row_len;
       for (int oy = 0; oy < So; ++oy)
         for (int ox = 0; ox < So; ++ox) {
           if (keep && !keep[b * So * So + int64_t(oy) * So + ox]) continue;  // no row
-          const float* row = next_row;
+          add_row_into_window(image, next_row, oy, ox, C, S);
           next_row += row_len;
-          for (int ky = 0; ky < 3; ++ky) {
-            const int y = 2 * oy - 1 + ky;
-            if (y < 0 || y >= S) continue;
-            for (int kx = 0; kx < 3; ++kx) {
-              const int x = 2 * ox - 1 + kx;
-              if (x < 0 || x >= S) continue;
-              float* dst = image + (int64_t(y) * S + x) * C;
-              const float* src = row + ky * 3 + kx;
-              for (int c = 0; c < C; ++c) dst[c] += src[9 * c];
-            }
-          }
         }
     }
   });
