@@ -243,20 +243,6 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
   for (; i < T; ++i) forward_rows<kDh, 1>(i, hd, o, att, att_mask, rows, q + 2 * D, dropout_key, w);
 }
 
-// out (T, Dh; row stride ld) += x (T, Dh), a head's scratch sums into its columns of dqkv.
-// In vectors: the compiler could not tell the two apart and added one float at a time, a
-// quarter of the head's backward outside its calls.
-template <int kDh>
-void add_head_rows(float* out, int64_t ld, const float* x, int T, int dh) {
-  const int Dh = kDh ? kDh : dh;
-  for (int j = 0; j < T; ++j) {
-    float* __restrict o = out + j * ld;
-    const float* __restrict xj = x + int64_t(j) * Dh;
-#pragma omp simd
-    for (int d = 0; d < Dh; ++d) o[d] += xj[d];
-  }
-}
-
 template <int kDh>
 void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, const float* dout,
                    const float* qkv, const float* att, const uint8_t* att_mask,
@@ -302,8 +288,11 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
   }
   const bool dk_in_rows = hd.form == AttentionForm::scaled_dot || hd.form == AttentionForm::dot ||
                           hd.additive_exps;  // else added above
-  if (dk_in_rows) add_head_rows<kDh>(dk, 3 * D, w.dk, T, Dh);
-  add_head_rows<kDh>(dv, 3 * D, w.dv, T, Dh);
+  for (int j = 0; j < T; ++j)
+    for (int d = 0; d < Dh; ++d) {
+      if (dk_in_rows) dk[int64_t(j) * 3 * D + d] += w.dk[int64_t(j) * Dh + d];
+      dv[int64_t(j) * 3 * D + d] += w.dv[int64_t(j) * Dh + d];
+    }
 }
 
 // Calls run(kDh) with kDh a std::integral_constant: the head size when it is one compiled
