@@ -7,19 +7,14 @@
 // one through the stack: together 12% of a training step's samples. Internal to src/nn
 // (attention.cpp is the one user); only in builds for AVX-512.
 #if defined(__AVX512F__)
-// GCC 12 warns that the intrinsics' own undefined operands (`__Y = __Y`) are uninitialised
-// (its bug 105593, fixed in GCC 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)  // a group of GCC's own, unknown to clang (the fuzz build)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include <immintrin.h>
 
 #include <cstdint>
 #include <limits>
 #include "minivit/kernels/isa.h"
 #include "minivit/kernels/transpose16.h"
+
+MINIVIT_INTRINSICS_BEGIN
 
 namespace minivit {
 MINIVIT_ISA_BEGIN
@@ -303,5 +298,5 @@ void softmax_backward_rows(float* ds, const float* dO, int ldo, const float* vt,
 }  // namespace attention_avx512
 MINIVIT_ISA_END
 }  // namespace minivit
-#pragma GCC diagnostic pop
+MINIVIT_INTRINSICS_END
 #endif

@@ -8,13 +8,7 @@
 #include <immintrin.h>
 
 #include "minivit/kernels/transpose16.h"
-// GCC 12 warns that the intrinsics' own undefined operands (`__Y = __Y`) are uninitialised
-// (its bug 105593, fixed in GCC 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)  // a group of GCC's own, unknown to clang (the fuzz build)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+MINIVIT_INTRINSICS_BEGIN
 #endif
 
 namespace minivit {
@@ -188,5 +182,5 @@ MINIVIT_ISA_END
 }  // namespace minivit
 
 #if defined(__AVX512F__)
-#pragma GCC diagnostic pop
+MINIVIT_INTRINSICS_END
 #endif

@@ -13,13 +13,7 @@ namespace minivit {
 MINIVIT_ISA_BEGIN
 
 #if defined(__AVX512F__)
-// GCC 12 warns that the intrinsics' own undefined operands are uninitialised (its bug
-// 105593, fixed in GCC 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+MINIVIT_INTRINSICS_BEGIN
 // Sixteen rows of the forward at once, for D a multiple of 16. The row loop's `omp simd`
 // reductions sum each of the 16 lanes over the row, then the lanes one after another from
 // lane 0, through the stack: a chain of 16 dependent additions per row and sum, which made
@@ -122,7 +116,7 @@ static void backward_input_16_rows(float* dinp, const float* dout, const float* 
     }
   }
 }
-#pragma GCC diagnostic pop
+MINIVIT_INTRINSICS_END
 #endif
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,

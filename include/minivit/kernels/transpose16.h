@@ -8,10 +8,7 @@
 
 #include "minivit/kernels/isa.h"
 
-// GCC 12 warns that the unpack intrinsics' own undefined operands are uninitialised (its bug
-// 105593, fixed in GCC 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
+MINIVIT_INTRINSICS_BEGIN
 namespace minivit {
 MINIVIT_ISA_BEGIN
 
@@ -48,5 +45,5 @@ inline void transpose16(__m512 (&r)[16]) {
 
 MINIVIT_ISA_END
 }  // namespace minivit
-#pragma GCC diagnostic pop
+MINIVIT_INTRINSICS_END
 #endif
