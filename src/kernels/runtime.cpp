@@ -46,9 +46,11 @@ struct CoreNeeds {
   bool (*runs)();
 };
 
-static bool has_avx512() { return __builtin_cpu_supports("avx512f"); }
-static bool has_avx512_bf16() { return has_avx512() && __builtin_cpu_supports("avx512bf16"); }
-static bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+// The AVX-512 and AVX2 levels as minivit's own kernels are chosen (kernels/compute.h); AVX
+// alone, which no level of minivit's is, from libgcc's reading of cpuid.
+static bool has_avx512() { return cpu_runs(Isa::avx512); }
+static bool has_avx512_bf16() { return cpu_has_avx512_bf16(); }
+static bool has_avx2() { return cpu_runs(Isa::avx2); }
 static bool has_avx() { return __builtin_cpu_supports("avx"); }
 
 static const CoreNeeds kCoreNeeds[] = {
