@@ -42,6 +42,47 @@ inline void pack_pairs_from_rows(const float* src, int64_t ld_src, int kc, int c
   }
 }
 
+// pack_pairs_from_rows with width kWidth, which also adds each column's sum over k into
+// sums[j], j < cols, as gemm.h's a_row_sums asks: every run of 128 k from src's first row
+// (a multiple of 128 in the whole product) summed in order from zero, then added on. The
+// runs' sums stay in registers, kWidth / 16 of them, across the whole block.
+template <int kWidth>
+inline void pack_pairs_from_rows_summing(const float* src, int64_t ld_src, int kc, int cols,
+                                         Pair* dst, int ld_dst, float* sums) {
+  constexpr int kVecs = kWidth / 16, kRun = 128;
+  static_assert(kWidth % 16 == 0);
+  __mmask16 in[kVecs];
+  __m512 run[kVecs];
+#pragma GCC unroll 8
+  for (int v = 0; v < kVecs; ++v) {
+    in[v] = __mmask16((1u << std::clamp(cols - 16 * v, 0, 16)) - 1);
+    run[v] = _mm512_setzero_ps();
+  }
+  const int kp_count = (kc + 1) / 2;
+  for (int kp = 0; kp < kp_count; ++kp) {
+    const float* even = src + int64_t(2 * kp) * ld_src;
+    const float* odd = even + ld_src;
+    const bool has_odd = 2 * kp + 1 < kc;
+    Pair* row = dst + int64_t(kp) * ld_dst;
+#pragma GCC unroll 8
+    for (int v = 0; v < kVecs; ++v) {
+      const __m512 x = _mm512_maskz_loadu_ps(in[v], even + 16 * v);
+      const __m512 y = has_odd ? _mm512_maskz_loadu_ps(in[v], odd + 16 * v) : _mm512_setzero_ps();
+      _mm512_storeu_si512(row + 16 * v, pair_rows(x, y));
+      run[v] = _mm512_add_ps(run[v], x);
+      if (has_odd) run[v] = _mm512_add_ps(run[v], y);
+    }
+    if ((2 * kp + 2) % kRun == 0 || kp + 1 == kp_count) {
+#pragma GCC unroll 8
+      for (int v = 0; v < kVecs; ++v) {
+        float* s = sums + 16 * v;
+        _mm512_mask_storeu_ps(s, in[v], _mm512_add_ps(_mm512_maskz_loadu_ps(in[v], s), run[v]));
+        run[v] = _mm512_setzero_ps();
+      }
+    }
+  }
+}
+
 // dst[i * ld_dst + kp] = pair(src[i * ld_src + 2kp], src[i * ld_src + 2kp + 1]) for i < rows:
 // a source whose k runs along its rows already holds each pair side by side.
 inline void pack_pairs_along_rows(const float* src, int64_t ld_src, int rows, int kc, Pair* dst,

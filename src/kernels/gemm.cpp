@@ -36,6 +36,32 @@ static void add_residual(const GemmEpilogue& e, int M, int N, float* C, int ldc)
   }
 }
 
+// The epilogue's a_row_sums for kernels that do not take it, rounded as minivit's fp32
+// kernels round a product ones^T op(A)^T into the sums (gemm.h).
+static void add_a_row_sums(bool trans_a, int M, int K, const float* A, int lda, float* sums,
+                           const uint8_t* k_used) {
+  constexpr int kRun = 128, kChunk = 256;
+  for (int k0 = 0; k0 < K; k0 += kRun) {
+    const int k1 = std::min(K, k0 + kRun);
+    for (int i0 = 0; i0 < M; i0 += kChunk) {
+      const int rows = std::min(kChunk, M - i0);
+      float run[kChunk] = {};
+      for (int k = k0; k < k1; ++k) {
+        if (k_used && !k_used[k]) continue;
+        if (trans_a) {  // op(A)(i, k) = A[k * lda + i]: a row of A holds one k of every sum
+          const float* a = A + int64_t(k) * lda + i0;
+#pragma omp simd
+          for (int i = 0; i < rows; ++i) run[i] += a[i];
+        } else {
+          for (int i = 0; i < rows; ++i) run[i] += A[int64_t(i0 + i) * lda + k];
+        }
+      }
+#pragma omp simd
+      for (int i = 0; i < rows; ++i) sums[i0 + i] += run[i];
+    }
+  }
+}
+
 // One product on the calling thread. Each level holds the kernels it can run (isa.h); a
 // request for kernels of another level, which Compute never makes, goes to OpenBLAS.
 static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
@@ -45,7 +71,16 @@ static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float 
   [[maybe_unused]] const bool bf16 = products.precision == Precision::bf16;
 #if MINIVIT_ISA_LEVEL == 2
   const bool amx_tiles = bf16 && products.kernels == GemmKernels::amx;
-  if (bf16 && products.kernels == GemmKernels::avx512 && cpu_has_avx512_bf16())
+  const bool avx512_bf16 =
+      bf16 && products.kernels == GemmKernels::avx512 && cpu_has_avx512_bf16();
+#else
+  const bool avx512_bf16 = false;
+#endif
+  // The AVX512_BF16 kernel sums a transposed A's rows as it packs A; the rest take a pass.
+  if (e.a_row_sums && !(avx512_bf16 && trans_a))
+    add_a_row_sums(trans_a, M, K, A, lda, e.a_row_sums, k_used);
+#if MINIVIT_ISA_LEVEL == 2
+  if (avx512_bf16)
     return sgemm_avx512_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
   if (!amx_tiles &&
       (products.kernels == GemmKernels::avx512 || products.kernels == GemmKernels::amx))
@@ -110,6 +145,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
     GemmEpilogue part_epilogue = epilogue;
     if (split_rows) {
       const float* A_part = trans_a ? A + begin : A + int64_t(begin) * lda;
+      if (epilogue.a_row_sums) part_epilogue.a_row_sums += begin;
       if (epilogue.residual) part_epilogue.residual += begin * epilogue.ld_residual;
       if (epilogue.gelu) part_epilogue.gelu += begin * epilogue.ld_gelu;
       if (epilogue.scale) part_epilogue.scale += begin * epilogue.ld_scale;
@@ -117,6 +153,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
                    C + int64_t(begin) * ldc, ldc, products, part_epilogue, k_used);
     } else {
       const float* B_part = trans_b ? B + int64_t(begin) * ldb : B + begin;
+      if (part != 0) part_epilogue.a_row_sums = nullptr;  // every part reads all of op(A)
       if (epilogue.residual) part_epilogue.residual += begin;
       if (epilogue.bias) part_epilogue.bias += begin;
       if (epilogue.gelu) part_epilogue.gelu += begin;

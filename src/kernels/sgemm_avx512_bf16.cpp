@@ -36,6 +36,7 @@ constexpr int kNr = 16 * kVecs;   // columns of a C tile
 constexpr int kKc = 256;          // reductions per packed block: a (kKc / 2, kNr) panel, 32 KB
 constexpr int kMc = 96;           // rows of op(A) per packed block, 48 KB
 constexpr int kPackPanels = 4;    // panels of op(B) packed at a time, 128 KB
+static_assert(kKc % 128 == 0, "a_row_sums' runs of 128 k start inside a block");
 
 // C[0:kRows, 0:cols] = alpha * op(A) . panel + beta * C over kp_count pairs, with op(A)'s
 // pair (r, kp) at a[kp * lda + r] (kTransA) or a[r * lda + kp]. beta == 0 never reads C; ep
@@ -76,6 +77,8 @@ void tile_rows(int rows, const Pair* a, int lda, const Pair* panel, int kp_count
   }
 }
 
+// With kTransA, epilogue.a_row_sums takes op(A)'s row sums as op(A) is packed (gemm.h); the
+// rows of a block of k are packed again for each group of panels, summed with the first.
 template <bool kTransA>
 void sgemm_blocked(int M, int N, int K, float alpha, const float* A, int lda, bool trans_b,
                    const float* B, int ldb, float beta, float* C, int ldc,
@@ -95,7 +98,10 @@ void sgemm_blocked(int M, int N, int K, float alpha, const float* A, int lda, bo
         const int rows = std::min(kMc, M - i0);
         // op(A)[i0:i0+rows, k0:k0+kc] as pairs: (kp, row) when A is transposed, else (row, kp)
         const int lda_packed = kTransA ? kMc : kKc / 2;
-        if (kTransA)
+        if (kTransA && epilogue.a_row_sums && p0 == 0)
+          pack_pairs_from_rows_summing<kMc>(A + int64_t(k0) * lda + i0, lda, kc, rows, packed_a,
+                                            kMc, epilogue.a_row_sums + i0);
+        else if (kTransA)
           pack_pairs_from_rows(A + int64_t(k0) * lda + i0, lda, kc, rows, kMc, packed_a, kMc);
         else
           pack_pairs_along_rows(A + int64_t(i0) * lda + k0, lda, rows, kc, packed_a, kKc / 2);

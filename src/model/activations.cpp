@@ -33,7 +33,6 @@ enum class Dim : uint8_t {
   LayerNormScratch,  // layernorm_partials_floats(D)
   Slots,             // threads the attention core may use at once
   SlotFloats,        // attention_scratch_floats(T, Dh): one thread's attention scratch
-  OnesRows,          // rows a bias gradient sums over, per image: T, or more in the stem
   StemRows,          // a stem stage's output positions per image
   StemCols,          // a stem stage's inputs per position: 9 times its input channels
   StemOut,           // a stem stage's output channels
@@ -157,7 +156,6 @@ const BufferSpec<Act> kModelBuffers[] = {
     {"dfc1", &Act::dfc1, {B, T, M, one}, in_training},
     {"dpatch_proj", &Act::dpatch_proj, {B, N, D, one}, in_training},
     {"dpatches", &Act::dpatches, {B, N, PL, one}, with_conv_stem_in_training},
-    {"ones", &Act::ones, {B, OnesRows, one, one}, in_training},
     {"layernorm_partials",
      &Act::layernorm_partials,
      {LayerNormScratch, two, one, one},
@@ -213,9 +211,6 @@ double extent(Dim d, const ModelConfig& c, int batch, int stage) {
       return attention_threads();
     case SlotFloats:
       return double(attention_scratch_floats(c.tokens(), c.head_dim()));
-    case OnesRows:
-      return std::max(double(c.tokens()),
-                      c.stem_stages() > 0 ? double(c.stem_side(0)) * c.stem_side(0) : 0.0);
     case StemRows:
       return double(c.stem_side(stage)) * c.stem_side(stage);
     case StemCols:
@@ -368,7 +363,6 @@ Activations::Activations(const ModelConfig& c, int B, bool for_training, bool ke
         spec.field);
     if (exists) next += int64_t(aligned_bytes(spec, c, B, stage));
   });
-  if (training) std::fill_n(ones, int64_t(B * extent(OnesRows, c, B, -1)), 1.0f);
 }
 
 int64_t Activations::bytes() const {

@@ -100,8 +100,7 @@ void stem_backward(ViT& model, Activations& acts, int B, bool kept_only) {
     StemParams& g = model.g.stem[size_t(s)];
     for (int piece = 0; piece < linear_param_pieces(shape.I, shape.O); ++piece)
       linear_backward_params(g.weight, g.bias, a.dpre, a.cols, int(rows), shape.I, shape.O,
-                             acts.ones, piece, acts.products(false),
-                             kept_rows ? acts.patch_keep : nullptr);
+                             piece, acts.products(false), kept_rows ? acts.patch_keep : nullptr);
     if (s == 0) break;  // the images take no gradient
     float* dcols = kept_rows ? acts.dkept_cols : a.dcols;
     linear_backward_input(dcols, dpre, weight, int(input_rows), shape.I, shape.O, false,

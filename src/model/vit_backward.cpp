@@ -143,7 +143,7 @@ static void block_param_grads(ViT& model, Activations& acts, int l, int B, float
       int i = 0;
       while (piece >= first_piece[i + 1]) ++i;
       const Layer& L = layers[i];
-      linear_backward_params(L.dweight, L.dbias, L.dout, L.inp, BT, L.I, L.O, acts.ones,
+      linear_backward_params(L.dweight, L.dbias, L.dout, L.inp, BT, L.I, L.O,
                              piece - first_piece[i], products);
       return;
     }
@@ -189,7 +189,7 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   // sequence pooling, logits = head(seq_pool(LN(tokens)))
   zero(acts.dpooled_norm, int64_t(B) * D);
   linear_backward(acts.dpooled_norm, g.head_w, g.head_b, acts.dlogits,
-                  acts.pooled_norm, w.head_w, B, D, K, acts.ones, acts.products(false));
+                  acts.pooled_norm, w.head_w, B, D, K, acts.products(false));
   float* d_out = acts.dresid;
   float* d_in = acts.dresid_in;
   zero(d_out, BTD);
@@ -248,7 +248,7 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   if (kept_only) {
     for (int piece = 0; piece < linear_param_pieces(PL, D); ++piece)
       linear_backward_params(g.patch_w, g.patch_b, acts.dpatch_proj, acts.patches, B * N, PL, D,
-                             acts.ones, piece, acts.products(false), acts.patch_keep);
+                             piece, acts.products(false), acts.patch_keep);
     for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
       patch_drop_forward(acts.dkept_patch_proj + b0 * kept * D, acts.dpatch_proj + b0 * N * D,
                          acts.patch_keep + b0 * N, int(b1 - b0), 0, N, kept, D);
@@ -259,7 +259,7 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   } else {
     if (stem) zero(acts.dpatches, int64_t(B) * N * PL);
     linear_backward(stem ? acts.dpatches : nullptr, g.patch_w, g.patch_b, acts.dpatch_proj,
-                    acts.patches, w.patch_w, B * N, PL, D, acts.ones, acts.products(false));
+                    acts.patches, w.patch_w, B * N, PL, D, acts.products(false));
   }
   if (stem) stem_backward(model, acts, B, kept_only);
 }

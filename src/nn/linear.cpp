@@ -43,11 +43,11 @@ void linear_gelu_forward(float* pre, float* gelu_out, const float* inp, LinearWe
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, int R, int I, int O,
-                     const float* ones, Products products) {
+                     Products products) {
   // forward: out = inp . W^T + b
   if (dinp) linear_backward_input(dinp, dout, weight, R, I, O, true, products);
   for (int piece = 0; piece < linear_param_pieces(I, O); ++piece)
-    linear_backward_params(dweight, dbias, dout, inp, R, I, O, ones, piece, products);
+    linear_backward_params(dweight, dbias, dout, inp, R, I, O, piece, products);
 }
 
 void linear_backward_input(float* dinp, const float* dout, const float* weight, int R, int I,
@@ -72,26 +72,23 @@ int linear_param_pieces(int I, int O) {
   return (std::max(I, O) + kPieceWidth - 1) / kPieceWidth;
 }
 
-// dW += dout^T . inp; db += 1^T . dout, the column sums of dout as a product: BLAS reads dout
-// row by row, where a plain loop over columns would stride through memory.
+// dW += dout^T . inp; db += 1^T . dout, the column sums of dout, which the product takes as
+// it reads dout (gemm.h's a_row_sums) and rounds as a product by a column of ones would.
 void linear_backward_params(float* dweight, float* dbias, const float* dout, const float* inp,
-                            int R, int I, int O, const float* ones, int piece,
-                            Products products, const uint8_t* rows_used) {
+                            int R, int I, int O, int piece, Products products,
+                            const uint8_t* rows_used) {
   const int begin = piece * kPieceWidth;
-  const Products fp32{products.kernels, Precision::fp32};
+  GemmEpilogue bias_sums;
   if (O >= I) {  // rows [begin, end) of dW and db
     const int rows = std::min(O, begin + kPieceWidth) - begin;
+    if (dbias) bias_sums.a_row_sums = dbias + begin;
     gemm(true, false, rows, I, R, 1.0f, dout + begin, O, inp, I, 1.0f,
-         dweight + int64_t(begin) * I, I, products, {}, rows_used);
-    if (dbias)
-      gemm(true, false, 1, rows, R, 1.0f, ones, 1, dout + begin, O, 1.0f, dbias + begin, O,
-           fp32, {}, rows_used);
+         dweight + int64_t(begin) * I, I, products, bias_sums, rows_used);
   } else {  // columns [begin, end) of dW; db with the first piece
     const int cols = std::min(I, begin + kPieceWidth) - begin;
+    if (dbias && piece == 0) bias_sums.a_row_sums = dbias;
     gemm(true, false, O, cols, R, 1.0f, dout, O, inp + begin, I, 1.0f, dweight + begin, I,
-         products, {}, rows_used);
-    if (dbias && piece == 0)
-      gemm(true, false, 1, O, R, 1.0f, ones, 1, dout, O, 1.0f, dbias, O, fp32, {}, rows_used);
+         products, bias_sums, rows_used);
   }
 }
 

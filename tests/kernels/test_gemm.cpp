@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
 #include <xtensor-blas/xlinalg.hpp>
 #include <xtensor/xtensor.hpp>
@@ -436,6 +437,65 @@ TEST_CASE("gemm skipping the k that k_used marks, whose terms are exact zeros, g
            products, {}, used.data());
       CHECK(std::memcmp(dW.data(), from_nan.data(), dW.size() * sizeof(float)) == 0);
     }
+  });
+}
+
+// a_row_sums: the sums of op(A)'s rows in runs of 128 k, as gemm.h defines them, bit for
+// bit, beside a product that stays what it is without them; and for minivit's fp32 kernels
+// the same bits as their product by a column of ones, which the sums replace in a weight
+// gradient's bias. Shapes of weight gradients dW (O, I) = dY^T X over R rows: several blocks
+// of k and an odd R, more rows than the bf16 kernel's 96-row block, more columns than its
+// four panels (op(A) packed twice), and splits across the pool by rows and by columns; with
+// and without k_used's zero rows.
+TEST_CASE("gemm's a_row_sums sum op(A)'s rows as a product by ones would, bit for bit",
+          "[gemm]") {
+  for_each_gemm_kernels([](const Compute& compute) {
+    for (Precision precision : {Precision::fp32, Precision::bf16})
+      for (auto [O, I, R] : {std::tuple{70, 45, 1101}, {130, 300, 517}, {1300, 96, 260},
+                             {64, 1300, 300}, {5, 3, 7}})
+        for (bool skip : {false, true}) {
+          auto dY = minivit_test::random_vector(int64_t(R) * O, 1.0f, 14);
+          const auto X = minivit_test::random_vector(int64_t(R) * I, 1.0f, 15);
+          std::vector<uint8_t> used(size_t(R), 1);
+          if (skip)
+            for (int r = 0; r < R; ++r)
+              if ((r * 7) % 5 >= 2 && r >= 3) {
+                used[size_t(r)] = 0;
+                std::fill_n(dY.begin() + int64_t(r) * O, O, 0.0f);
+              }
+          std::vector<float> expected = minivit_test::random_vector(O, 1.0f, 16);
+          for (int o = 0; o < O; ++o) {
+            float total = expected[size_t(o)];
+            for (int k0 = 0; k0 < R; k0 += 128) {
+              float run = 0.0f;
+              for (int k = k0; k < std::min(R, k0 + 128); ++k)
+                if (used[size_t(k)]) run += dY[size_t(k) * O + o];
+              total += run;
+            }
+            expected[size_t(o)] = total;
+          }
+          const Products products{compute.kernels, precision};
+          const uint8_t* k_used = skip ? used.data() : nullptr;
+          auto dW = minivit_test::random_vector(O * I, 1.0f, 17), dW_alone = dW;
+          std::vector<float> sums = minivit_test::random_vector(O, 1.0f, 16);
+          GemmEpilogue with_sums;
+          with_sums.a_row_sums = sums.data();
+          gemm(true, false, O, I, R, 1.0f, dY.data(), O, X.data(), I, 1.0f, dW.data(), I,
+               products, with_sums, k_used);
+          gemm(true, false, O, I, R, 1.0f, dY.data(), O, X.data(), I, 1.0f, dW_alone.data(), I,
+               products, {}, k_used);
+          INFO(compute.kernels_name() << (precision == Precision::bf16 ? " bf16" : "") << " O "
+                                      << O << " I " << I << " R " << R << " skip " << skip);
+          CHECK(std::memcmp(sums.data(), expected.data(), sums.size() * sizeof(float)) == 0);
+          CHECK(std::memcmp(dW.data(), dW_alone.data(), dW.size() * sizeof(float)) == 0);
+          if (compute.kernels != GemmKernels::avx2 && compute.kernels != GemmKernels::avx512)
+            continue;
+          const std::vector<float> ones(size_t(R), 1.0f);
+          std::vector<float> by_ones = minivit_test::random_vector(O, 1.0f, 16);
+          gemm(true, false, 1, O, R, 1.0f, ones.data(), 1, dY.data(), O, 1.0f, by_ones.data(), O,
+               {compute.kernels, Precision::fp32}, {}, k_used);
+          CHECK(std::memcmp(sums.data(), by_ones.data(), sums.size() * sizeof(float)) == 0);
+        }
   });
 }
 

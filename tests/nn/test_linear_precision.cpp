@@ -29,12 +29,12 @@ TEST_CASE("a bf16 linear layer rounds the operands of each product and nothing e
   const int R = 70, I = 40, O = 72;
   const auto x = random_vector(R * I, 1.0f, 31), W = random_vector(O * I, 0.5f, 32);
   const auto b = random_vector(O, 0.5f, 33), g = random_vector(R * O, 1.0f, 34);
-  std::vector<float> out(R * O), dx(R * I, 0.0f), dW(O * I, 0.0f), db(O, 0.0f), ones(R, 1.0f);
+  std::vector<float> out(R * O), dx(R * I, 0.0f), dW(O * I, 0.0f), db(O, 0.0f);
   linear_forward(out.data(), x.data(), W.data(), b.data(), R, I, O, level_products(Precision::bf16));
   linear_backward_input(dx.data(), g.data(), W.data(), R, I, O, true,
                         level_products(Precision::bf16));
   for (int piece = 0; piece < linear_param_pieces(I, O); ++piece)
-    linear_backward_params(dW.data(), db.data(), g.data(), x.data(), R, I, O, ones.data(), piece,
+    linear_backward_params(dW.data(), db.data(), g.data(), x.data(), R, I, O, piece,
                            level_products(Precision::bf16));
   auto r = [](const std::vector<float>& v, int i) { return double(as_product_input(v[size_t(i)])); };
   const double tolerance = 1e-5;

@@ -39,6 +39,12 @@ namespace minivit {
 // instead, the one factor backward needs, computed from the same erfc while the tile is in L1.
 // Last scale: C = 0 + C * scale, (M, N) at ld_scale, element by element: backward's product
 // through that slope (the 0 + rounds as gelu_backward's pass, which sets a gradient).
+// Apart from C, a_row_sums: [M] += the sums of op(A)'s rows over k, what a product
+// ones^T op(A)^T into it with beta = 1 by minivit's fp32 kernels gives, bit for bit: each
+// block of 128 k summed in order from zero, then added on (k_used's k skipped). A weight
+// gradient dW += dout^T x takes its bias gradient db += 1^T dout so, and the bf16 kernel
+// sums dout as it packs it for the product, where a product of its own read dout again
+// from beyond the L2 cache. Any beta.
 struct GemmEpilogue {
   const float* bias = nullptr;      // [N]
   const float* residual = nullptr;  // (M, N), row stride ld_residual
@@ -48,7 +54,9 @@ struct GemmEpilogue {
   bool gelu_slope = false;
   const float* scale = nullptr;     // (M, N), row stride ld_scale
   int64_t ld_scale = 0;
+  float* a_row_sums = nullptr;      // [M]
 
+  // Nothing done to C (a_row_sums may still be asked for).
   bool empty() const { return !bias && !residual && !gelu && !scale; }
 };
 

@@ -149,7 +149,6 @@ struct Activations {
   float* dpatch_proj; // (B, N, D)
   float* dpatches;    // (B, N, C') gradient at the conv stem's output (training with one)
   // The layers' own scratch.
-  float* ones;                // (B, max(T, first stem stage's positions)) all 1: bias gradients are the product ones^T . dout
   float* layernorm_partials;  // (2, ...) LayerNorm backward's per-slice weight-gradient sums,
                               // one half for each of a block's two LayerNorms
   float* attention_scratch;   // (slots, per-thread size) the attention core's per-thread rows

@@ -2,8 +2,8 @@
 // Fully connected layer, PyTorch layout: weight (O, I), bias (O).
 //   out (R, O) = inp (R, I) . weight^T + bias
 // Backward adds into every gradient it is given; pass nullptr for dinp when the input
-// needs no gradient (the patch pixels). The bias gradient is the product ones^T . dout, so
-// backward reads `ones`, at least R floats of 1, when dbias is given.
+// needs no gradient (the patch pixels). The bias gradient, the column sums of dout, is taken
+// in the weight gradient's product as it reads dout (gemm.h's a_row_sums).
 // `products` says which kernels compute the products and in what precision (gemm.h); the
 // bias gradient's sums stay fp32.
 #include "minivit/kernels/compute.h"  // Products
@@ -51,7 +51,7 @@ void linear_backward_input_gelu(float* dpre, const float* dout, const float* wei
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, int R, int I, int O,
-                     const float* ones, Products products);
+                     Products products);
 
 // The same backward in two halves, for a caller that takes the rows of a batch in chunks
 // and the weight gradients, which sum over every row, afterwards (vit.cpp):
@@ -68,8 +68,8 @@ void linear_backward_input(float* dinp, const float* dout, const float* weight, 
                            int O, bool add_into, Products products);
 int linear_param_pieces(int I, int O);
 void linear_backward_params(float* dweight, float* dbias, const float* dout, const float* inp,
-                            int R, int I, int O, const float* ones, int piece,
-                            Products products, const uint8_t* rows_used = nullptr);
+                            int R, int I, int O, int piece, Products products,
+                            const uint8_t* rows_used = nullptr);
 
 MINIVIT_ISA_END
 }  // namespace minivit
