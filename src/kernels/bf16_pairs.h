@@ -25,30 +25,14 @@ inline __m512i pair_rows(__m512 x, __m512 y) {
 }
 
 // dst[kp * ld_dst + j] = pair(src(2kp, j), src(2kp + 1, j)) for j < cols, kp < ceil(kc / 2),
-// where src(k, j) = src[k * ld_src + j], and zero in columns [cols, width).
-inline void pack_pairs_from_rows(const float* src, int64_t ld_src, int kc, int cols, int width,
-                          Pair* dst, int ld_dst) {
-  for (int kp = 0; kp < (kc + 1) / 2; ++kp) {
-    const float* even = src + int64_t(2 * kp) * ld_src;
-    const float* odd = even + ld_src;
-    const bool has_odd = 2 * kp + 1 < kc;
-    Pair* row = dst + int64_t(kp) * ld_dst;
-    for (int j = 0; j < width; j += 16) {
-      const __mmask16 in = __mmask16((1u << std::clamp(cols - j, 0, 16)) - 1);
-      const __m512 x = _mm512_maskz_loadu_ps(in, even + j);
-      const __m512 y = has_odd ? _mm512_maskz_loadu_ps(in, odd + j) : _mm512_setzero_ps();
-      _mm512_storeu_si512(row + j, pair_rows(x, y));
-    }
-  }
-}
-
-// pack_pairs_from_rows with width kWidth, which also adds each column's sum over k into
-// sums[j], j < cols, as gemm.h's a_row_sums asks: every run of 128 k from src's first row
-// (a multiple of 128 in the whole product) summed in order from zero, then added on. The
-// runs' sums stay in registers, kWidth / 16 of them, across the whole block.
-template <int kWidth>
-inline void pack_pairs_from_rows_summing(const float* src, int64_t ld_src, int kc, int cols,
-                                         Pair* dst, int ld_dst, float* sums) {
+// where src(k, j) = src[k * ld_src + j], and zero in columns [cols, kWidth). With kSum, also
+// adds each column's sum over k into sums[j], j < cols, as gemm.h's a_row_sums asks: every
+// run of 128 k from src's first row (a multiple of 128 in the whole product) summed in order
+// from zero, then added on. The runs' sums stay in registers, kWidth / 16 of them, across
+// the whole block.
+template <int kWidth, bool kSum>
+inline void pack_pairs_from_rows(const float* src, int64_t ld_src, int kc, int cols, Pair* dst,
+                                 int ld_dst, float* sums) {
   constexpr int kVecs = kWidth / 16, kRun = 128;
   static_assert(kWidth % 16 == 0);
   __mmask16 in[kVecs];
@@ -69,15 +53,19 @@ inline void pack_pairs_from_rows_summing(const float* src, int64_t ld_src, int k
       const __m512 x = _mm512_maskz_loadu_ps(in[v], even + 16 * v);
       const __m512 y = has_odd ? _mm512_maskz_loadu_ps(in[v], odd + 16 * v) : _mm512_setzero_ps();
       _mm512_storeu_si512(row + 16 * v, pair_rows(x, y));
-      run[v] = _mm512_add_ps(run[v], x);
-      if (has_odd) run[v] = _mm512_add_ps(run[v], y);
+      if constexpr (kSum) {
+        run[v] = _mm512_add_ps(run[v], x);
+        if (has_odd) run[v] = _mm512_add_ps(run[v], y);
+      }
     }
-    if ((2 * kp + 2) % kRun == 0 || kp + 1 == kp_count) {
+    if constexpr (kSum) {
+      if ((2 * kp + 2) % kRun == 0 || kp + 1 == kp_count) {
 #pragma GCC unroll 8
-      for (int v = 0; v < kVecs; ++v) {
-        float* s = sums + 16 * v;
-        _mm512_mask_storeu_ps(s, in[v], _mm512_add_ps(_mm512_maskz_loadu_ps(in[v], s), run[v]));
-        run[v] = _mm512_setzero_ps();
+        for (int v = 0; v < kVecs; ++v) {
+          float* s = sums + 16 * v;
+          _mm512_mask_storeu_ps(s, in[v], _mm512_add_ps(_mm512_maskz_loadu_ps(in[v], s), run[v]));
+          run[v] = _mm512_setzero_ps();
+        }
       }
     }
   }
@@ -103,25 +91,28 @@ inline void pack_pairs_along_rows(const float* src, int64_t ld_src, int rows, in
   }
 }
 
-// Packs op(B)[k0:k0+kc, 0:N] (kc <= 256) into panels (ceil(N / nr), panel_rows, nr) of pairs,
+// Packs op(B)[k0:k0+kc, 0:N] (kc <= 256) into panels (ceil(N / kNr), panel_rows, kNr) of pairs,
 // panel_rows >= ceil(kc / 2), zero beyond column N and beyond kc: the AVX512_BF16 kernel reads
 // exactly ceil(kc / 2) rows, the AMX one whole tiles of 16.
-inline void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int N, int nr,
-                   int panel_rows, Pair* packed) {
-  const int panels = (N + nr - 1) / nr, kp_count = (kc + 1) / 2;
+template <int kNr>
+inline void pack_b(bool trans_b, const float* B, int ldb, int k0, int kc, int N, int panel_rows,
+                   Pair* packed) {
+  const int panels = (N + kNr - 1) / kNr, kp_count = (kc + 1) / 2;
   for (int p = 0; p < panels; ++p) {
-    const int j0 = p * nr, cols = std::min(nr, N - j0);
-    Pair* dst = packed + int64_t(p) * panel_rows * nr;
+    const int j0 = p * kNr, cols = std::min(kNr, N - j0);
+    Pair* dst = packed + int64_t(p) * panel_rows * kNr;
     if (!trans_b) {
-      pack_pairs_from_rows(B + int64_t(k0) * ldb + j0, ldb, kc, cols, nr, dst, nr);
+      pack_pairs_from_rows<kNr, false>(B + int64_t(k0) * ldb + j0, ldb, kc, cols, dst, kNr,
+                                       nullptr);
     } else {  // op(B)(k, j) = B[j * ldb + k]: column j's pairs lie along B's row j
       alignas(64) Pair column[128];
-      for (int j = 0; j < nr; ++j) {
+      for (int j = 0; j < kNr; ++j) {
         if (j < cols) pack_pairs_along_rows(B + int64_t(j0 + j) * ldb + k0, ldb, 1, kc, column, 0);
-        for (int kp = 0; kp < kp_count; ++kp) dst[int64_t(kp) * nr + j] = j < cols ? column[kp] : 0;
+        for (int kp = 0; kp < kp_count; ++kp)
+          dst[int64_t(kp) * kNr + j] = j < cols ? column[kp] : 0;
       }
     }
-    std::fill(dst + int64_t(kp_count) * nr, dst + int64_t(panel_rows) * nr, Pair(0));
+    std::fill(dst + int64_t(kp_count) * kNr, dst + int64_t(panel_rows) * kNr, Pair(0));
   }
 }
 

@@ -37,8 +37,9 @@ static void add_residual(const GemmEpilogue& e, int M, int N, float* C, int ldc)
 }
 
 // The epilogue's a_row_sums for kernels that do not take it, rounded as minivit's fp32
-// kernels round a product ones^T op(A)^T into the sums (gemm.h).
-static void add_a_row_sums(bool trans_a, int M, int K, const float* A, int lda, float* sums,
+// kernels round a product ones^T op(A)^T into the sums (gemm.h). A is transposed (gemm()
+// checks), so a row of A holds one k of every sum.
+static void add_a_row_sums(int M, int K, const float* A, int lda, float* sums,
                            const uint8_t* k_used) {
   constexpr int kRun = 128, kChunk = 256;
   for (int k0 = 0; k0 < K; k0 += kRun) {
@@ -48,13 +49,9 @@ static void add_a_row_sums(bool trans_a, int M, int K, const float* A, int lda, 
       float run[kChunk] = {};
       for (int k = k0; k < k1; ++k) {
         if (k_used && !k_used[k]) continue;
-        if (trans_a) {  // op(A)(i, k) = A[k * lda + i]: a row of A holds one k of every sum
-          const float* a = A + int64_t(k) * lda + i0;
+        const float* a = A + int64_t(k) * lda + i0;
 #pragma omp simd
-          for (int i = 0; i < rows; ++i) run[i] += a[i];
-        } else {
-          for (int i = 0; i < rows; ++i) run[i] += A[int64_t(i0 + i) * lda + k];
-        }
+        for (int i = 0; i < rows; ++i) run[i] += a[i];
       }
 #pragma omp simd
       for (int i = 0; i < rows; ++i) sums[i0 + i] += run[i];
@@ -77,8 +74,7 @@ static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float 
   const bool avx512_bf16 = false;
 #endif
   // The AVX512_BF16 kernel sums a transposed A's rows as it packs A; the rest take a pass.
-  if (e.a_row_sums && !(avx512_bf16 && trans_a))
-    add_a_row_sums(trans_a, M, K, A, lda, e.a_row_sums, k_used);
+  if (e.a_row_sums && !avx512_bf16) add_a_row_sums(M, K, A, lda, e.a_row_sums, k_used);
 #if MINIVIT_ISA_LEVEL == 2
   if (avx512_bf16)
     return sgemm_avx512_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
@@ -117,6 +113,8 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
   if (M <= 0 || N <= 0) return;
   if (!epilogue.empty() && beta != 0.0f)
     throw Error("gemm: an epilogue (bias, residual, GELU or scale) needs beta = 0");
+  if (epilogue.a_row_sums && !trans_a)
+    throw Error("gemm: a_row_sums needs A transposed (a weight gradient's dout^T)");
   // The cut depends on the shape and the machine alone, never on the thread count:
   // OpenBLAS's kernels round the last rows or columns of a call (its size modulo their
   // unroll) in another order, so a cut that moved with the thread count would move the

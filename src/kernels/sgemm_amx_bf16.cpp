@@ -208,7 +208,7 @@ void sgemm_blocked(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
     for (int p0 = 0; p0 < panels; p0 += kPackPanels) {
       const int p1 = std::min(panels, p0 + kPackPanels), j_first = p0 * kNr;
       const float* b_first = trans_b ? B + int64_t(j_first) * ldb : B + j_first;
-      pack_b(trans_b, b_first, ldb, k0, kc, std::min(N, p1 * kNr) - j_first, kNr, kp_pad, packed_b);
+      pack_b<kNr>(trans_b, b_first, ldb, k0, kc, std::min(N, p1 * kNr) - j_first, kp_pad, packed_b);
       for (int i0 = 0; i0 < M; i0 += kMc) {
         const int rows = std::min(kMc, M - i0);
         pack_a(trans_a, A, lda, i0, rows, k0, kc, kp_pad, packed_a);

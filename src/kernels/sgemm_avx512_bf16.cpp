@@ -93,16 +93,18 @@ void sgemm_blocked(int M, int N, int K, float alpha, const float* A, int lda, bo
     for (int p0 = 0; p0 < panels; p0 += kPackPanels) {
       const int p1 = std::min(panels, p0 + kPackPanels), j_first = p0 * kNr;
       const float* b_first = trans_b ? B + int64_t(j_first) * ldb : B + j_first;
-      pack_b(trans_b, b_first, ldb, k0, kc, std::min(N, p1 * kNr) - j_first, kNr, kp_count, packed_b);
+      pack_b<kNr>(trans_b, b_first, ldb, k0, kc, std::min(N, p1 * kNr) - j_first, kp_count,
+                  packed_b);
       for (int i0 = 0; i0 < M; i0 += kMc) {
         const int rows = std::min(kMc, M - i0);
         // op(A)[i0:i0+rows, k0:k0+kc] as pairs: (kp, row) when A is transposed, else (row, kp)
         const int lda_packed = kTransA ? kMc : kKc / 2;
         if (kTransA && epilogue.a_row_sums && p0 == 0)
-          pack_pairs_from_rows_summing<kMc>(A + int64_t(k0) * lda + i0, lda, kc, rows, packed_a,
-                                            kMc, epilogue.a_row_sums + i0);
+          pack_pairs_from_rows<kMc, true>(A + int64_t(k0) * lda + i0, lda, kc, rows, packed_a,
+                                          kMc, epilogue.a_row_sums + i0);
         else if (kTransA)
-          pack_pairs_from_rows(A + int64_t(k0) * lda + i0, lda, kc, rows, kMc, packed_a, kMc);
+          pack_pairs_from_rows<kMc, false>(A + int64_t(k0) * lda + i0, lda, kc, rows, packed_a,
+                                           kMc, nullptr);
         else
           pack_pairs_along_rows(A + int64_t(i0) * lda + k0, lda, rows, kc, packed_a, kKc / 2);
         for (int p = p0; p < p1; ++p) {

@@ -497,6 +497,12 @@ TEST_CASE("gemm's a_row_sums sum op(A)'s rows as a product by ones would, bit fo
           CHECK(std::memcmp(sums.data(), by_ones.data(), sums.size() * sizeof(float)) == 0);
         }
   });
+  std::vector<float> one(1, 1.0f), c(1, 0.0f), sums(1, 0.0f);
+  GemmEpilogue with_sums;
+  with_sums.a_row_sums = sums.data();
+  CHECK_THROWS_WITH(gemm(false, false, 1, 1, 1, 1.0f, one.data(), 1, one.data(), 1, 0.0f,
+                         c.data(), 1, {Compute::automatic().kernels}, with_sums),
+                    "gemm: a_row_sums needs A transposed (a weight gradient's dout^T)");
 }
 
 TEST_CASE("gemm results do not depend on the thread count", "[gemm]") {

@@ -44,7 +44,7 @@ namespace minivit {
 // block of 128 k summed in order from zero, then added on (k_used's k skipped). A weight
 // gradient dW += dout^T x takes its bias gradient db += 1^T dout so, and the bf16 kernel
 // sums dout as it packs it for the product, where a product of its own read dout again
-// from beyond the L2 cache. Any beta.
+// from beyond the L2 cache. Any beta; A transposed only, as a weight gradient's dout^T is.
 struct GemmEpilogue {
   const float* bias = nullptr;      // [N]
   const float* residual = nullptr;  // (M, N), row stride ld_residual

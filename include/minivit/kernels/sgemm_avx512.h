@@ -15,7 +15,7 @@ void sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
 // The same products with op(A) and op(B) rounded to bfloat16 (to nearest even) and their
 // products summed in fp32, by AVX512_BF16's VDPBF16PS: about twice the rate. Compiled with
 // AVX512_BF16 on; gemm() calls it only on a CPU that has it (cpu_has_avx512_bf16). Takes the
-// epilogue's a_row_sums where A is transposed, and ignores it otherwise.
+// epilogue's a_row_sums where A is transposed, as gemm() requires of it.
 void sgemm_avx512_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                        const float* A, int lda, const float* B, int ldb, float beta, float* C,
                        int ldc, const GemmEpilogue& epilogue = {});
