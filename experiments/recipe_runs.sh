@@ -39,12 +39,12 @@ train_variants() {
 }
 
 # print_table: test top-1 on last.safetensors, the last epoch's validation and training
-# accuracy, and the mean training speed of every finished variant.
+# accuracy, and the img/s while training of every finished variant.
 print_table() {
   local here variant
   here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
   echo
-  echo "| variant | recipe | test top-1 | validation | training (augmented) | training img/s |"
+  echo "| variant | recipe | test top-1 | validation | training (augmented) | img/s while training |"
   echo "|---|---|---|---|---|---|"
   for variant in $variants; do
     [[ -f $out/$variant/eval.json ]] || continue

@@ -304,10 +304,12 @@ int Trainer::finish() {
                 (long long)progress_.step, 100 * ema.top1, 100 * ema.top5, ema.loss, (long long)ema.n);
   }
   write_file_atomic(path_in(out_dir_, "eval.json"), report.dump(2) + "\n");
+  const double img_per_s = batch_size_ * step_clock_.steps_per_second();
+  test_line["train_img_per_s"] = img_per_s;
   log_metrics(test_line);
   std::printf("trained %lld steps in %s (%.0f img/s while training); run directory %s\n",
               (long long)progress_.step, format_duration(seconds_since(run_start_)).c_str(),
-              batch_size_ * step_clock_.steps_per_second(), out_dir_.c_str());
+              img_per_s, out_dir_.c_str());
   return 0;
 }
 

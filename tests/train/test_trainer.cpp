@@ -230,6 +230,7 @@ TEST_CASE("with optim.ema_decay the trainer keeps, validates, saves and tests th
   CHECK(ema.progress.best_val_top1 < 0.0);  // not the weights' best, which it never had
   const nlohmann::json test_line = metrics_lines(out).back();
   CHECK(test_line["type"] == "test");
+  CHECK(test_line["train_img_per_s"].get<double>() > 0.0);  // what the last line prints
   const auto eval = nlohmann::json::parse(read_text(out + "/eval.json"));
   CHECK(eval["ema"]["n"] == 96);
   CHECK(eval["ema"]["checkpoint"] == out + "/ema.safetensors");
