@@ -67,7 +67,7 @@ typedef struct minivit_description {
   int heads;
   int dim;
   const char* pool;        /* "cls", "mean" or "seq": what the head reads */
-  const char* attention;   /* the score form: "scaled_dot", "dot", "additive", "cosine" */
+  const char* attention;   /* the score form: "scaled_dot", "dot", "additive", "cosine", "lsa" */
   const char* patch_embed; /* "linear", "shifted" or "conv" */
   const float* mean;       /* (channels) the normalisation the model was trained with */
   const float* std;        /* (channels) */

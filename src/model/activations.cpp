@@ -245,7 +245,8 @@ bool needed(Needs needs, const ModelConfig& c, Purpose purpose, int stage) {
       return training && (c.dropout > 0.0f || c.drop_path > 0.0f);
     case with_learned_scores:
       return training &&
-             (c.attention == AttentionForm::additive || c.attention == AttentionForm::cosine);
+             (c.attention == AttentionForm::additive || c.attention == AttentionForm::cosine ||
+              c.attention == AttentionForm::lsa);
     case with_attention_grads:
       return training && purpose.attention_grads;
     case with_conv_stem_in_training:

@@ -76,6 +76,9 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
     if (c.attention == AttentionForm::cosine)
       add_block(l, "attn.logit_scale", {H, 1, 1}, {ParamInit::constant, std::log(10.0)}, false,
                 &B::logit_scale);
+    if (c.attention == AttentionForm::lsa)  // the scaled dot product's 1 / sqrt(Dh) to start
+      add_block(l, "attn.logit_scale", {H, 1, 1},
+                {ParamInit::constant, -0.5 * std::log(double(D / H))}, false, &B::logit_scale);
     add_block(l, "attn.proj.weight", {D, D}, weight, true, &B::proj_w);
     add_block(l, "attn.proj.bias", {D}, zeros, false, &B::proj_b);
     add_block(l, "norm2.weight", {D}, ones, false, &B::norm2_w);

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "attention_avx512.h"
@@ -31,6 +32,8 @@ MINIVIT_ISA_BEGIN
 //                    dl = sum_i qhat_i . dqhat_i while s is below its cap
 //   additive         e_ij = sum_d v_d tanh(q_id + k_jd), tanh recomputed in backward; from
 //                    e^2q and e^2k (attention_tiles.h) where the head's |q|, |k| allow
+//   lsa              the dot form with s = exp(min(l, ln 100)) and e_ii the lowest float
+//                    (P_ii then 0, and dS_ii with it); dl = sum_i q_i . (dS_i K) = sum dS e
 // Score rows are computed kTile tokens at a time from K^T (V^T in backward) copied into a
 // (Dh, Tp) scratch, Tp = T rounded up to kTile with zero columns, so every inner loop has a
 // fixed trip count the compiler turns into a few vector registers. Head sizes 8, 16, 24, 32,
@@ -57,7 +60,8 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
           attention_avx512::additive_softmax_rows<kDh, V(), R>(
               P, w.exp_q + int64_t(i0) * kDh, w.exp_kt, hd.additive_v, T);
         else
-          attention_avx512::score_softmax_rows<kDh, V(), R>(P, qi, q.ld, w.kt, hd.scale, T);
+          attention_avx512::score_softmax_rows<kDh, V(), R>(P, qi, q.ld, w.kt, hd.scale, T,
+                                                            masks_own_token(hd) ? i0 : -1);
       });
       rows_times_x<kDh, R>(out + int64_t(i0) * D, D, P, T, v, 3 * D, T, false);
       return;
@@ -65,6 +69,9 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
   }
 #endif
   score_rows<kDh, R>(i0, hd, qi, q.ld, w);
+  if (masks_own_token(hd))  // the softmax weighs the lowest float as it weighs the padding
+    for (int r = 0; r < R; ++r)
+      w.score[int64_t(r) * Tp + i0 + r] = std::numeric_limits<float>::lowest();
   float* P = att + hd.att_offset + int64_t(i0) * T;
   for (int r = 0; r < R; ++r) {
     float* row = w.score + int64_t(r) * Tp;
@@ -157,6 +164,11 @@ void scores_backward(int i0, const Head& hd, float* dq, QueryRows q, const float
                                     false);                           // dqhat = dS Khat
       add_outer<kDh, R>(w.dk, g, Tp, qi, q.ld, T, Dh);                // dKhat += dS^T qhat
       break;
+    case AttentionForm::lsa:
+      rows_times_x_dispatch<kDh, R>(w.dqhat + int64_t(i0) * Dh, Dh, g, Tp, k, 3 * D, T, Dh,
+                                    false);                           // dq's share = dS K
+      add_outer<kDh, R>(w.dk, g, Tp, qi, q.ld, T, Dh);                // dK += dS^T q
+      break;
     case AttentionForm::additive:
       for (int r = 0; r < R; ++r)  // the padding columns of dS must add nothing
         std::fill(g + int64_t(r) * Tp + T, g + int64_t(r) * Tp + Tp, 0.0f);
@@ -233,6 +245,7 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
 #if defined(__AVX512F__)
   if constexpr (kDh > 0 && kDh % 16 == 0) {
     if (in_registers<kDh>(hd) && hd.form != AttentionForm::additive &&
+        hd.form != AttentionForm::lsa &&
         forward_short_tail_head<kDh>(hd, o, att, rows, q + 2 * D, w))
       return;
   }
@@ -281,13 +294,23 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
     dscore[0] = hd.scale_capped ? 0.0f : dl;
     add_through_normalisation(dq, 3 * D, w.dqhat, w.qhat, w.norms, T, Dh);
     add_through_normalisation(dk, 3 * D, w.dk, w.khat, w.norms + T, T, Dh);
+  } else if (hd.form == AttentionForm::lsa) {
+    // dl = sum_i q_i . (dS_i K), dS holding the temperature already; then dS K joins dq.
+    float dl = 0.0f;
+    for (int j = 0; j < T; ++j)
+      for (int d = 0; d < Dh; ++d) {
+        const float share = w.dqhat[int64_t(j) * Dh + d];
+        dl += q[int64_t(j) * 3 * D + d] * share;
+        dq[int64_t(j) * 3 * D + d] += share;
+      }
+    dscore[0] = hd.scale_capped ? 0.0f : dl;
   } else if (hd.form == AttentionForm::additive && !hd.additive_exps) {
     const int Tp = padded_tokens(T);
     for (int j = 0; j < T; ++j)
       for (int d = 0; d < Dh; ++d) dk[int64_t(j) * 3 * D + d] += w.dkt[int64_t(d) * Tp + j];
   }
   const bool dk_in_rows = hd.form == AttentionForm::scaled_dot || hd.form == AttentionForm::dot ||
-                          hd.additive_exps;  // else added above
+                          hd.form == AttentionForm::lsa || hd.additive_exps;  // else above
   for (int j = 0; j < T; ++j)
     for (int d = 0; d < Dh; ++d) {
       if (dk_in_rows) dk[int64_t(j) * 3 * D + d] += w.dk[int64_t(j) * Dh + d];
@@ -378,7 +401,8 @@ void attention_backward(float* dqkv, const AttentionScoreGrad& dscore, const flo
 }
 
 static bool has_score_params(AttentionForm form) {
-  return form == AttentionForm::cosine || form == AttentionForm::additive;
+  return form == AttentionForm::cosine || form == AttentionForm::lsa ||
+         form == AttentionForm::additive;
 }
 
 void attention_backward_pairs(float* dqkv, const AttentionScoreGrad& dscore, const float* dout,
@@ -402,7 +426,7 @@ void attention_add_score_grads(const AttentionScoreGrad& dscore, int B, int H, i
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
       const float* share = dscore.per_pair + (int64_t(b) * H + h) * Dh;
-      if (form == AttentionForm::cosine)
+      if (form == AttentionForm::cosine || form == AttentionForm::lsa)
         dscore.logit_scale[h] += share[0];
       else
         for (int d = 0; d < Dh; ++d) dscore.additive_v[int64_t(h) * Dh + d] += share[d];

@@ -120,14 +120,26 @@ template <int V, int R>
 }
 
 // P (R, T; row stride T) = softmax(scale * q K^T) for R query rows q (row stride ldq),
-// kt = K^T (Dh, 16 V) with zero padding columns.
+// kt = K^T (Dh, 16 V) with zero padding columns. With diagonal >= 0, the score of row r
+// against token diagonal + r (the row's own token, for locality self-attention) is the
+// lowest float first, which the softmax weighs as the padding.
 template <int kDh, int V, int R>
-void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, float scale, int T) {
+void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, float scale, int T,
+                        int diagonal = -1) {
   __m512 acc[R][V];
   rows_times_kt<kDh, V, R>(acc, q, ldq, kt);
   const __m512 vscale = _mm512_set1_ps(scale);
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_mul_ps(vscale, acc[r][v]);
+  if (diagonal >= 0) {
+    const __m512 lowest = _mm512_set1_ps(std::numeric_limits<float>::lowest());
+    for (int r = 0; r < R; ++r) {
+      const int own = diagonal + r;  // a lane chosen by mask: an index would spill acc
+      for (int v = 0; v < V; ++v)
+        acc[r][v] = _mm512_mask_mov_ps(
+            acc[r][v], own / 16 == v ? __mmask16(1u << (own % 16)) : __mmask16(0), lowest);
+    }
+  }
   softmax_rows<V, R>(P, acc, T);
 }
 

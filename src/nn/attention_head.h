@@ -22,7 +22,7 @@ constexpr float kNormEps = 1e-12f;                  // torch.nn.functional.norma
 inline const float kMaxLogitScale = float(std::log(100.0));  // Swin v2's cap on the temperature
 
 // One thread's scratch: views into its row of the caller's scratch buffer, each view
-// starting on a cache line. The first five serve every form; the rest the cosine and
+// starting on a cache line. The first five serve every form; the rest the cosine, lsa and
 // additive forms.
 struct HeadScratch {
   float* kt;     // (Dh, Tp) K^T, or V^T in backward; padding columns zero
@@ -32,7 +32,7 @@ struct HeadScratch {
   float* dv;     // (T, Dh) dV likewise
   float* qhat;   // (T, Dh) cosine: q / max(|q|, eps)
   float* khat;   // (T, Dh) cosine: k likewise
-  float* dqhat;  // (T, Dh) cosine: the gradient at qhat
+  float* dqhat;  // (T, Dh) cosine: the gradient at qhat; lsa: at q from the scores
   float* norms;  // (2, T) cosine: max(|q|, eps), then max(|k|, eps)
   float* keys_t; // (Dh, Tp) additive in backward: K^T while kt holds V^T
   float* dkt;    // (Dh, Tp) additive: dK transposed, added into dqkv at the end
@@ -78,8 +78,8 @@ inline void apply_dropout_mask(float* __restrict used, const float* __restrict P
 struct Head {
   int T, D, Dh;
   AttentionForm form;
-  float scale;        // of the dot product: 1 / sqrt(Dh), 1, or the cosine temperature
-  bool scale_capped;  // cosine: the temperature is at its cap, which passes no gradient
+  float scale;        // of the dot product: 1 / sqrt(Dh), 1, or the learned temperature
+  bool scale_capped;  // cosine, lsa: the temperature is at its cap, which passes no gradient
   const float* additive_v;  // (Dh) this head's vector, additive form
   bool additive_exps;       // additive: the scores from e^2q and e^2k (see prepare_additive)
   float dropout_p;
@@ -94,6 +94,7 @@ inline Head head_of(int bh, int T, int D, int H, const AttentionScore& score, fl
     case AttentionForm::scaled_dot: hd.scale = 1.0f / std::sqrt(float(Dh)); break;
     case AttentionForm::dot: break;
     case AttentionForm::cosine:
+    case AttentionForm::lsa:
       hd.scale_capped = score.logit_scale[h] >= kMaxLogitScale;
       hd.scale = std::exp(std::min(score.logit_scale[h], kMaxLogitScale));
       break;
@@ -101,6 +102,11 @@ inline Head head_of(int bh, int T, int D, int H, const AttentionScore& score, fl
   }
   return hd;
 }
+
+// Whether a row's score against its own token is masked: the lsa form's, where a head has
+// other tokens to attend to (with one token the row is its own, as in PyTorch's softmax of
+// a single masked score).
+inline bool masks_own_token(const Head& hd) { return hd.form == AttentionForm::lsa && hd.T > 1; }
 
 // The largest |x| of x (T, kDh; row stride ld), an inf if there is one. A NaN may pass
 // unseen: it makes NaN scores by either path. One running max per column: a max across the

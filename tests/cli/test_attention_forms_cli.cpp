@@ -18,7 +18,7 @@ TEST_CASE("every attention form trains, checkpoints, evaluates and is inspected 
   const std::string data = dir.str("data");
   write_tiny_idx_dataset(data, 160, 48, 8, 4);
   write_text(dir.str("tiny.toml"), tiny_config_toml(data, dir.str("unused")));
-  for (const char* form : {"dot", "additive", "cosine"}) {
+  for (const char* form : {"dot", "additive", "cosine", "lsa"}) {
     INFO(form);
     const std::string out = dir.str(form);
     const RunResult train = run_minivit("train --config " + dir.str("tiny.toml") +
@@ -29,7 +29,8 @@ TEST_CASE("every attention form trains, checkpoints, evaluates and is inspected 
     const minivit::SafetensorsFile file = minivit::read_safetensors(last);
     CHECK(file.metadata.at("minivit.model.attention") == "\"" + std::string(form) + "\"");
     CHECK(file.tensors.count("blocks.0.attn.additive_v") == (std::string(form) == "additive"));
-    CHECK(file.tensors.count("blocks.0.attn.logit_scale") == (std::string(form) == "cosine"));
+    CHECK(file.tensors.count("blocks.0.attn.logit_scale") ==
+          (std::string(form) == "cosine" || std::string(form) == "lsa"));
 
     const RunResult info = run_minivit("info " + last);
     REQUIRE(info.exit_code == 0);

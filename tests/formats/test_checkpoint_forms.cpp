@@ -112,7 +112,7 @@ TEST_CASE("the resume state refuses a config of another form, naming the key",
   REQUIRE_THROWS_WITH(load_resume_state(path, mean_model, mean_optimizer),
                       Contains("written for model.pool = \"cls\", but the config asks for \"mean\""));
   // Another attention form, with the same tensors or not: refused by name too.
-  for (AttentionForm form : {AttentionForm::dot, AttentionForm::cosine}) {
+  for (AttentionForm form : {AttentionForm::dot, AttentionForm::cosine, AttentionForm::lsa}) {
     Config other_form = config;
     other_form.model.attention = form;
     ViT form_model(other_form.model);

@@ -165,7 +165,7 @@ TEST_CASE("enumerations reject unknown choices", "[config]") {
                       Contains("cfg.toml:2: key 'optim.schedule'"));
   REQUIRE_THROWS_WITH(parse_config("[model]\nattention = \"scaled\"\n", "cfg.toml"),
                       "cfg.toml:2: key 'model.attention': expected one of \"scaled_dot\", "
-                      "\"dot\", \"additive\", \"cosine\", got \"scaled\"");
+                      "\"dot\", \"additive\", \"cosine\", \"lsa\", got \"scaled\"");
   CHECK(parse_config("[model]\nattention = \"additive\"\n", "cfg.toml").model.attention ==
         minivit::AttentionForm::additive);
   CHECK(parse_config("", "cfg.toml", {"model.attention=cosine"}).model.attention ==

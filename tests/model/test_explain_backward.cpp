@@ -45,7 +45,8 @@ void prepare(ViT& model) {
 
 TEST_CASE("after an evaluation forward, backward is the gradient of the model without dropout",
           "[model][grad][explain]") {
-  for (AttentionForm form : {AttentionForm::scaled_dot, AttentionForm::cosine}) {
+  for (AttentionForm form :
+       {AttentionForm::scaled_dot, AttentionForm::cosine, AttentionForm::lsa}) {
     for (PoolKind pool : {PoolKind::cls, PoolKind::mean}) {
       const ModelConfig c = with_dropout(form, pool);
       INFO("attention " << int(form) << ", pool " << int(pool));

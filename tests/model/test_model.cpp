@@ -111,6 +111,11 @@ TEST_CASE("whole-model gradients match finite differences for every attention fo
     c.pos_embed = PosEmbedKind::none;
     check_model_gradients(c, 1e-2);
   }
+  SECTION("lsa, with sequence pooling") {
+    c.attention = AttentionForm::lsa;
+    c.pool = PoolKind::seq;
+    check_model_gradients(c);
+  }
 }
 
 TEST_CASE("the attention forms' own tensors: names, shapes, init, no weight decay",
@@ -136,6 +141,12 @@ TEST_CASE("the attention forms' own tensors: names, shapes, init, no weight deca
   CHECK_FALSE(scale->decay);
   for (int h = 0; h < 2; ++h) CHECK(cosine.w.blocks[0].logit_scale[h] == float(std::log(10.0)));
   CHECK(cosine.find("blocks.0.attn.additive_v") == nullptr);
+  c.attention = AttentionForm::lsa;  // the same tensor, from the scaled dot product's 1 / sqrt(Dh)
+  ViT lsa(c);
+  lsa.init(1);
+  REQUIRE(lsa.find("blocks.1.attn.logit_scale"));
+  CHECK(lsa.find("blocks.1.attn.logit_scale")->shape == std::vector<int64_t>{2, 1, 1});
+  for (int h = 0; h < 2; ++h) CHECK(lsa.w.blocks[1].logit_scale[h] == float(-0.5 * std::log(4.0)));
   c.attention = AttentionForm::dot;
   ViT dot(c);
   CHECK(dot.num_params == ViT(tiny_model_config()).num_params);

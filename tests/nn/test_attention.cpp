@@ -1,12 +1,15 @@
 // The attention core against its definition, for every score form (scaled_dot, dot,
-// additive, cosine): forward against softmax(e) v computed in double, backward against
+// additive, cosine, lsa): forward against softmax(e) v computed in double, backward against
 // central finite differences for qkv and the form's own parameters, for every head size
 // compiled for (8, 16, 32, 64) and a run-time one, with and without attention dropout.
 #include <catch2/catch.hpp>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gradcheck.h"
@@ -33,7 +36,9 @@ struct Score {
   Score(AttentionForm f, int H, int Dh) : form(f) {
     additive_v = random_vector(H * Dh, 0.7f, 60);
     logit_scale = random_vector(H, 0.5f, 61);
-    for (float& s : logit_scale) s += std::log(10.0f);
+    // about the initial temperatures: 10 for cosine, 1 / sqrt(Dh) for lsa's raw products
+    const float centre = f == AttentionForm::lsa ? -0.5f * std::log(float(Dh)) : std::log(10.0f);
+    for (float& s : logit_scale) s += centre;
   }
   AttentionScore view() const { return {form, additive_v.data(), logit_scale.data()}; }
 };
@@ -44,12 +49,14 @@ const char* name_of(AttentionForm form) {
     case AttentionForm::dot: return "dot";
     case AttentionForm::additive: return "additive";
     case AttentionForm::cosine: return "cosine";
+    case AttentionForm::lsa: return "lsa";
   }
   return "?";
 }
 
 constexpr AttentionForm kForms[] = {AttentionForm::scaled_dot, AttentionForm::dot,
-                                    AttentionForm::additive, AttentionForm::cosine};
+                                    AttentionForm::additive, AttentionForm::cosine,
+                                    AttentionForm::lsa};
 
 // Head sizes 8, 16, 32 and 64 run code compiled for their size, others a run-time size:
 // both are checked. The dot form's scores grow with Dh, so its inputs are scaled down to
@@ -89,7 +96,7 @@ void check_attention(AttentionForm form, float p, int B = 2, int T = 5, int D = 
     targets.push_back({"additive_v", score.additive_v.data(), dv.data(), H * Dh});
   else
     for (float x : dv) REQUIRE(x == 0.0f);  // untouched by the other forms
-  if (form == AttentionForm::cosine)
+  if (form == AttentionForm::cosine || form == AttentionForm::lsa)
     targets.push_back({"logit_scale", score.logit_scale.data(), dscale.data(), H});
   else
     for (float x : dscale) REQUIRE(x == 0.0f);
@@ -118,6 +125,9 @@ double score_in_double(AttentionForm form, const std::vector<float>& qkv, const 
     case AttentionForm::cosine:
       return qk / std::max(std::sqrt(qq), 1e-12) / std::max(std::sqrt(kk), 1e-12) *
              std::exp(std::min(double(score.logit_scale[size_t(h)]), std::log(100.0)));
+    case AttentionForm::lsa:
+      if (i == j) return -std::numeric_limits<double>::infinity();
+      return qk * std::exp(std::min(double(score.logit_scale[size_t(h)]), std::log(100.0)));
   }
   return 0;
 }
@@ -221,22 +231,61 @@ TEST_CASE("attention forward equals softmax(e) v per head, for every score form"
   }
 }
 
-TEST_CASE("cosine attention: a temperature at its cap of 100 passes no gradient",
+TEST_CASE("cosine and lsa attention: a temperature at its cap of 100 passes no gradient",
           "[layers][attention][grad]") {
-  const int B = 1, T = 4, D = 8, H = 2, Dh = 4;
-  auto qkv = random_vector(B * T * 3 * D, 1.0f, 70), g = random_vector(B * T * D, 1.0f, 71);
-  std::vector<float> out(B * T * D), att(B * H * T * T), dqkv(B * T * 3 * D, 0.0f);
-  Scratch scratch(T, Dh);
-  Score score(AttentionForm::cosine, H, Dh);
-  score.logit_scale = {5.0f, 1.0f};  // head 0 above ln 100 = 4.6, head 1 below
-  attention_forward(out.data(), att.data(), nullptr, qkv.data(), B, T, D, H, score.view(), 0.0f,
+  for (AttentionForm form : {AttentionForm::cosine, AttentionForm::lsa}) {
+    INFO(name_of(form));
+    const int B = 1, T = 4, D = 8, H = 2, Dh = 4;
+    auto qkv = random_vector(B * T * 3 * D, 1.0f, 70), g = random_vector(B * T * D, 1.0f, 71);
+    std::vector<float> out(B * T * D), att(B * H * T * T), dqkv(B * T * 3 * D, 0.0f);
+    Scratch scratch(T, Dh);
+    Score score(form, H, Dh);
+    score.logit_scale = {5.0f, 1.0f};  // head 0 above ln 100 = 4.6, head 1 below
+    if (form == AttentionForm::lsa) score.logit_scale[1] = -1.0f;  // keep the softmax soft
+    attention_forward(out.data(), att.data(), nullptr, qkv.data(), B, T, D, H, score.view(),
+                      0.0f, 0, scratch.rows.data(), scratch.slots);
+    std::vector<float> dv(H * Dh), dscale(H, 0.0f), pairs(attention_score_grad_floats(B, H, Dh));
+    attention_backward(dqkv.data(), {dv.data(), dscale.data(), pairs.data()}, g.data(),
+                       qkv.data(), att.data(), nullptr, B, T, D, H, score.view(), 0.0f,
+                       scratch.rows.data(), scratch.slots);
+    CHECK(dscale[0] == 0.0f);
+    CHECK(dscale[1] != 0.0f);
+  }
+}
+
+// Locality self-attention masks each row's own token: no weight on it in either path (the
+// register path's softmax leaves it exp(-87) / sum, as it leaves the padding), at every
+// head size and token count the kernels take apart; a lone token still attends to itself.
+TEST_CASE("lsa attention gives a token's own key no weight, and a lone token all of it",
+          "[layers][attention]") {
+  for (auto [T, D, H] : {std::tuple{5, 8, 2}, {7, 32, 2}, {50, 64, 4}, {64, 64, 4}, {65, 32, 2},
+                         {49, 64, 2}, {9, 96, 4}})
+    for (float p : {0.0f, 0.25f}) {
+      INFO("T " << T << " D " << D << " H " << H << " p " << p);
+      const int B = 2, Dh = D / H;
+      auto qkv = random_vector(B * T * 3 * D, 1.0f, 90);
+      std::vector<float> out(B * T * D), att(B * H * T * T);
+      std::vector<uint8_t> mask(B * H * T * T);
+      Scratch scratch(T, Dh);
+      Score score(AttentionForm::lsa, H, Dh);
+      attention_forward(out.data(), att.data(), mask.data(), qkv.data(), B, T, D, H,
+                        score.view(), p, 5, scratch.rows.data(), scratch.slots);
+      for (int bh = 0; bh < B * H; ++bh)
+        for (int i = 0; i < T; ++i) {
+          const float* row = att.data() + (int64_t(bh) * T + i) * T;
+          CHECK(row[i] < 1e-30f);
+          CHECK(*std::max_element(row, row + T) > 1.0f / float(T));
+        }
+    }
+  const int D = 32, H = 2;
+  auto qkv = random_vector(3 * D, 1.0f, 91);
+  std::vector<float> out(D), att(H);
+  Scratch scratch(1, D / H);
+  Score score(AttentionForm::lsa, H, D / H);
+  attention_forward(out.data(), att.data(), nullptr, qkv.data(), 1, 1, D, H, score.view(), 0.0f,
                     0, scratch.rows.data(), scratch.slots);
-  std::vector<float> dv(H * Dh), dscale(H, 0.0f), pairs(attention_score_grad_floats(B, H, Dh));
-  attention_backward(dqkv.data(), {dv.data(), dscale.data(), pairs.data()}, g.data(), qkv.data(),
-                     att.data(), nullptr, B, T, D, H, score.view(), 0.0f, scratch.rows.data(),
-                     scratch.slots);
-  CHECK(dscale[0] == 0.0f);
-  CHECK(dscale[1] != 0.0f);
+  for (int h = 0; h < H; ++h) CHECK(att[size_t(h)] == 1.0f);
+  for (int d = 0; d < D; ++d) CHECK(out[size_t(d)] == Approx(qkv[size_t(2 * D + d)]));
 }
 
 TEST_CASE("unscaled dot scores saturate the softmax as the head grows; scaled ones do not",

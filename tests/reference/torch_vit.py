@@ -10,7 +10,7 @@ code: gradients (via `step` + `compare`), attention maps (`attention`) and speed
 safetensors and IDX files.
 
 Besides that default it builds every model form minivit offers: attention scores
-(scaled_dot, dot, additive, cosine), position embeddings (learned, sincos2d, none) and
+(scaled_dot, dot, additive, cosine, lsa), position embeddings (learned, sincos2d, none) and
 pooling (cls, mean: timm's global_pool='avg', class_token=False; seq: CCT's sequence
 pooling). See docs/model.md for the tensor table of each form.
 

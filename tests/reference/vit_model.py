@@ -15,13 +15,13 @@ MODEL_KEYS = ("image_size", "channels", "patch_size", "dim", "depth", "heads", "
 # The model forms, by the words minivit's config uses; the first of each is the default,
 # which is also what a file without the metadata key means.
 FORM_CHOICES = OrderedDict([
-    ("attention", ("scaled_dot", "dot", "additive", "cosine")),
+    ("attention", ("scaled_dot", "dot", "additive", "cosine", "lsa")),
     ("pos_embed", ("learned", "sincos2d", "none")),
     ("pool", ("cls", "mean", "seq")),
     ("patch_embed", ("linear", "shifted", "conv")),
 ])
 LN_EPS = 1e-6  # timm's ViT uses 1e-6, not torch's default 1e-5
-LOGIT_SCALE_MAX = math.log(100.0)  # Swin v2 caps the cosine temperature at 100
+LOGIT_SCALE_MAX = math.log(100.0)  # Swin v2 caps the cosine temperature at 100; lsa too
 
 
 def with_diagonal_shifts(x, h):
@@ -147,6 +147,9 @@ class Attention(nn.Module):
         elif form == "cosine":
             # Swin v2's per-head log-temperature, and its initial value ln 10.
             self.logit_scale = nn.Parameter(torch.full((heads, 1, 1), math.log(10.0)))
+        elif form == "lsa":
+            # Locality self-attention's learned temperature, from scaled_dot's 1 / sqrt(Dh).
+            self.logit_scale = nn.Parameter(torch.full((heads, 1, 1), math.log(self.scale)))
         elif form not in ("scaled_dot", "dot"):
             raise ValueError("unknown attention form %r" % form)
         self.attn_drop = Dropout(attn_drop)
@@ -166,6 +169,13 @@ class Attention(nn.Module):
             # grows with T^2 * D, which is fine for the small models this script checks.
             pair = torch.tanh(q.unsqueeze(3) + k.unsqueeze(2))
             return (pair * self.additive_v[None, :, None, None, :]).sum(-1)
+        if self.form == "lsa":
+            # Lee et al.'s locality self-attention: a learned temperature, and each token's
+            # score against itself masked with the lowest float, as their code masks it.
+            temperature = torch.clamp(self.logit_scale, max=LOGIT_SCALE_MAX).exp()
+            dots = (q @ k.transpose(-2, -1)) * temperature
+            own = torch.eye(dots.shape[-1], dtype=torch.bool, device=dots.device)
+            return dots.masked_fill(own, -torch.finfo(dots.dtype).max)
         # cosine: as Swin v2 writes it, so the clamp passes no gradient while it is active.
         cos = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
         return cos * torch.clamp(self.logit_scale, max=LOGIT_SCALE_MAX).exp()
@@ -339,7 +349,7 @@ def expected_shapes(cfg):
         s[b + "attn.qkv.bias"] = (3 * D,)
         if attention == "additive":
             s[b + "attn.additive_v"] = (H, D // H)
-        elif attention == "cosine":
+        elif attention in ("cosine", "lsa"):
             s[b + "attn.logit_scale"] = (H, 1, 1)
         s[b + "attn.proj.weight"] = (D, D)
         s[b + "attn.proj.bias"] = (D,)
@@ -367,7 +377,8 @@ def random_weights(cfg, seed):
     scale would go unnoticed in both attention maps and gradients. Biases ~N(0, 0.1) and
     LayerNorm affine params 1 +- 0.1 / +-0.1, so a kernel that ignores them is caught.
     additive_v is N(0, 1/Dh) like a weight that sums over Dh features; logit_scale is
-    ln 10 +- 0.2 per head, so a kernel that mixes up heads' temperatures is caught. A
+    ln 10 (cosine) or ln Dh^-0.5 (lsa) +- 0.2 per head, so a kernel that mixes up heads'
+    temperatures is caught. A
     sincos2d pos_embed is not random: it is the fixed embedding itself.
     """
     g = torch.Generator().manual_seed(seed)
@@ -385,7 +396,10 @@ def random_weights(cfg, seed):
         elif name in ("cls_token", "pos_embed"):
             t = 0.5 * torch.randn(shape, generator=g)
         elif name.endswith("attn.logit_scale"):
-            t = math.log(10.0) + 0.2 * torch.randn(shape, generator=g)
+            # about each form's initial temperature: 10 for cosine, 1 / sqrt(Dh) for lsa
+            centre = (math.log(10.0) if cfg.get("attention") == "cosine"
+                      else -0.5 * math.log(cfg["dim"] // cfg["heads"]))
+            t = centre + 0.2 * torch.randn(shape, generator=g)
         else:
             fan_in = int(np.prod(shape[1:]))
             t = torch.randn(shape, generator=g) / math.sqrt(fan_in)

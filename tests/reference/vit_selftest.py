@@ -195,7 +195,7 @@ def selftest_one(args, cfg):
           % (checked, len(trained), worst))
 
     # 4. Swin v2's clamp: a head whose log-temperature is past ln 100 gets no gradient.
-    if cfg["attention"] == "cosine":
+    if cfg["attention"] in ("cosine", "lsa"):
         with torch.no_grad():
             model.blocks[0].attn.logit_scale[0] = LOGIT_SCALE_MAX + 0.5
         model.zero_grad()

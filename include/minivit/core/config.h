@@ -51,7 +51,7 @@ enum class AutoAugment {
 enum class OptimizerKind { adamw, sgd };
 enum class LrSchedule { cosine, constant };
 // The score function of every attention layer (nn/attention.h).
-enum class AttentionForm { scaled_dot, dot, additive, cosine };
+enum class AttentionForm { scaled_dot, dot, additive, cosine, lsa };
 // How the transformer blocks' matrix products are computed in training (kernels/gemm.h).
 enum class Precision {
   fp32,  // fp32 throughout

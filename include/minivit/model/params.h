@@ -21,7 +21,7 @@ struct BlockParams {
   float* qkv_w;    // (3D, D)
   float* qkv_b;    // (3D)
   float* additive_v;   // (H, Dh) model.attention = "additive" only, else null
-  float* logit_scale;  // (H, 1, 1) model.attention = "cosine" only, else null
+  float* logit_scale;  // (H, 1, 1) model.attention = "cosine" or "lsa" only, else null
   float* proj_w;   // (D, D)
   float* proj_b;   // (D)
   float* norm2_w;  // (D)

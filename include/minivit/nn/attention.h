@@ -24,6 +24,9 @@ namespace minivit {
 //   additive    e_ij = additive_v[h] . tanh(q_i + k_j)
 //   cosine      e_ij = cos(q_i, k_j) * exp(min(logit_scale[h], ln 100)), each vector
 //               divided by max(|x|, 1e-12) (Swin v2)
+//   lsa         e_ij = q_i . k_j * exp(min(logit_scale[h], ln 100)) for j != i, and the
+//               lowest float for j = i, so a token does not attend to itself (locality
+//               self-attention, Lee et al. 2021: a learned temperature, the diagonal masked)
 // An additive head whose |q|, |k| are all at most kAdditiveExpBound, at a head size compiled
 // for (8, 16, 32, 64), takes tanh(a + b) = (P - 1) / (P + 1) from P = e^2a e^2b, with the
 // exps taken once per head (3.5x faster training than a tanh per element): the products then
@@ -35,7 +38,7 @@ constexpr float kAdditiveExpBound = 20.0f;
 struct AttentionScore {
   AttentionForm form = AttentionForm::scaled_dot;
   const float* additive_v = nullptr;   // (H, Dh), additive
-  const float* logit_scale = nullptr;  // (H), cosine: the log of each head's temperature
+  const float* logit_scale = nullptr;  // (H), cosine and lsa: the log of each head's temperature
 };
 
 // Where backward adds the score function's parameter gradients. per_pair is scratch of
