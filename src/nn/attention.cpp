@@ -59,9 +59,11 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
         if (hd.form == AttentionForm::additive)
           attention_avx512::additive_softmax_rows<kDh, V(), R>(
               P, w.exp_q + int64_t(i0) * kDh, w.exp_kt, hd.additive_v, T);
+        else if (masks_own_token(hd))
+          attention_avx512::score_softmax_rows<kDh, V(), R, true>(P, qi, q.ld, w.kt, hd.scale,
+                                                                  T, i0);
         else
-          attention_avx512::score_softmax_rows<kDh, V(), R>(P, qi, q.ld, w.kt, hd.scale, T,
-                                                            masks_own_token(hd) ? i0 : -1);
+          attention_avx512::score_softmax_rows<kDh, V(), R>(P, qi, q.ld, w.kt, hd.scale, T);
       });
       rows_times_x<kDh, R>(out + int64_t(i0) * D, D, P, T, v, 3 * D, T, false);
       return;
@@ -155,19 +157,19 @@ void scores_backward(int i0, const Head& hd, float* dq, QueryRows q, const float
   switch (hd.form) {
     case AttentionForm::scaled_dot:
     case AttentionForm::dot:
-      rows_times_x_dispatch<kDh, R>(dq + int64_t(i0) * 3 * D, 3 * D, g, Tp, k, 3 * D, T, Dh,
-                                    true);                            // dq += dS K
+    case AttentionForm::lsa: {
+      // lsa keeps dS K apart, in w.dqhat, for its temperature's gradient (backward_head)
+      const bool apart = hd.form == AttentionForm::lsa;
+      float* dq_rows = apart ? w.dqhat + int64_t(i0) * Dh : dq + int64_t(i0) * 3 * D;
+      rows_times_x_dispatch<kDh, R>(dq_rows, apart ? Dh : 3 * D, g, Tp, k, 3 * D, T, Dh,
+                                    !apart);                          // dq += dS K
       add_outer<kDh, R>(w.dk, g, Tp, qi, q.ld, T, Dh);                // dK += dS^T q
       break;
+    }
     case AttentionForm::cosine:
       rows_times_x_dispatch<kDh, R>(w.dqhat + int64_t(i0) * Dh, Dh, g, Tp, w.khat, Dh, T, Dh,
                                     false);                           // dqhat = dS Khat
       add_outer<kDh, R>(w.dk, g, Tp, qi, q.ld, T, Dh);                // dKhat += dS^T qhat
-      break;
-    case AttentionForm::lsa:
-      rows_times_x_dispatch<kDh, R>(w.dqhat + int64_t(i0) * Dh, Dh, g, Tp, k, 3 * D, T, Dh,
-                                    false);                           // dq's share = dS K
-      add_outer<kDh, R>(w.dk, g, Tp, qi, q.ld, T, Dh);                // dK += dS^T q
       break;
     case AttentionForm::additive:
       for (int r = 0; r < R; ++r)  // the padding columns of dS must add nothing

@@ -120,18 +120,19 @@ template <int V, int R>
 }
 
 // P (R, T; row stride T) = softmax(scale * q K^T) for R query rows q (row stride ldq),
-// kt = K^T (Dh, 16 V) with zero padding columns. With diagonal >= 0, the score of row r
-// against token diagonal + r (the row's own token, for locality self-attention) is the
-// lowest float first, which the softmax weighs as the padding.
-template <int kDh, int V, int R>
+// kt = K^T (Dh, 16 V) with zero padding columns. With kMaskOwn, the score of row r against
+// token diagonal + r (the row's own token, for locality self-attention) is the lowest float
+// first, which the softmax weighs as the padding. A template flag: with a run-time test the
+// unmasked rows' share of a CIFAR-10 step's samples rose from 4.9% to 6.0%.
+template <int kDh, int V, int R, bool kMaskOwn = false>
 void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, float scale, int T,
-                        int diagonal = -1) {
+                        int diagonal = 0) {
   __m512 acc[R][V];
   rows_times_kt<kDh, V, R>(acc, q, ldq, kt);
   const __m512 vscale = _mm512_set1_ps(scale);
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_mul_ps(vscale, acc[r][v]);
-  if (diagonal >= 0) {
+  if constexpr (kMaskOwn) {
     const __m512 lowest = _mm512_set1_ps(std::numeric_limits<float>::lowest());
     for (int r = 0; r < R; ++r) {
       const int own = diagonal + r;  // a lane chosen by mask: an index would spill acc
