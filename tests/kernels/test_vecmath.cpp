@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "minivit/kernels/vecmath.h"
 
@@ -59,6 +60,16 @@ TEST_CASE("exp_within_87 is within 2 ulp of exp on both sides of 0", "[vecmath]"
   CHECK(exp_within_87(0.0f) == 1.0f);
   CHECK(std::isfinite(exp_within_87(87.0f)));
   CHECK(std::isnormal(exp_within_87(-87.0f)));
+}
+
+// A checkpoint whose weights make a NaN (fuzz/regressions/checkpoint/nan_through_gelu) sends
+// NaN into GELU: the NaN comes out, and under the sanitizers no NaN is converted to int.
+TEST_CASE("exp_within_87, exp_nonpositive and GELU pass a NaN through", "[vecmath]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(std::isnan(exp_within_87(nan)));
+  CHECK(std::isnan(exp_nonpositive(nan)));
+  CHECK(std::isnan(gelu_inline(nan)));
+  CHECK(std::isnan(gelu_slope_inline(nan)));
 }
 
 TEST_CASE("erfc_inline is close to erfc in relative terms on both sides and in the tail",

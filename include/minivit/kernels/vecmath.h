@@ -29,7 +29,9 @@ inline float exp_within_87(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t exponent = (static_cast<int32_t>(n) + 127) << 23;
+  // A NaN x gives a NaN p, and so a NaN result whatever the exponent; the max keeps its
+  // conversion to int defined (a NaN fails the comparison), and leaves any other n alone.
+  const int32_t exponent = (static_cast<int32_t>(std::max(-127.0f, n)) + 127) << 23;
   return p * std::bit_cast<float>(exponent);
 }
 
