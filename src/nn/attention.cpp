@@ -162,7 +162,7 @@ void scores_backward(int i0, const Head& hd, float* dq, QueryRows q, const float
       const bool apart = hd.form == AttentionForm::lsa;
       float* dq_rows = apart ? w.dqhat + int64_t(i0) * Dh : dq + int64_t(i0) * 3 * D;
       rows_times_x_dispatch<kDh, R>(dq_rows, apart ? Dh : 3 * D, g, Tp, k, 3 * D, T, Dh,
-                                    !apart);                          // dq += dS K
+                                    !apart);          // dq += dS K, or lsa's dqhat = dS K
       add_outer<kDh, R>(w.dk, g, Tp, qi, q.ld, T, Dh);                // dK += dS^T q
       break;
     }

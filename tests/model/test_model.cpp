@@ -146,7 +146,8 @@ TEST_CASE("the attention forms' own tensors: names, shapes, init, no weight deca
   lsa.init(1);
   REQUIRE(lsa.find("blocks.1.attn.logit_scale"));
   CHECK(lsa.find("blocks.1.attn.logit_scale")->shape == std::vector<int64_t>{2, 1, 1});
-  for (int h = 0; h < 2; ++h) CHECK(lsa.w.blocks[1].logit_scale[h] == float(-0.5 * std::log(4.0)));
+  for (int h = 0; h < 2; ++h)
+    CHECK(lsa.w.blocks[1].logit_scale[h] == float(-0.5 * std::log(4.0)));
   c.attention = AttentionForm::dot;
   ViT dot(c);
   CHECK(dot.num_params == ViT(tiny_model_config()).num_params);
