@@ -244,9 +244,7 @@ bool needed(Needs needs, const ModelConfig& c, Purpose purpose, int stage) {
     case with_branch_drops:
       return training && (c.dropout > 0.0f || c.drop_path > 0.0f);
     case with_learned_scores:
-      return training &&
-             (c.attention == AttentionForm::additive || c.attention == AttentionForm::cosine ||
-              c.attention == AttentionForm::lsa);
+      return training && attention_has_score_params(c.attention);
     case with_attention_grads:
       return training && purpose.attention_grads;
     case with_conv_stem_in_training:

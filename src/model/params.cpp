@@ -73,12 +73,13 @@ std::vector<ParamSpec> vit_param_specs(const ModelConfig& c) {
     // minivit's own score parameters, after timm's qkv as Swin v2 places its logit_scale.
     if (c.attention == AttentionForm::additive)
       add_block(l, "attn.additive_v", {H, D / H}, weight, false, &B::additive_v);
-    if (c.attention == AttentionForm::cosine)
-      add_block(l, "attn.logit_scale", {H, 1, 1}, {ParamInit::constant, std::log(10.0)}, false,
+    // The log-temperature: ln 10 for cosine, scaled_dot's 1 / sqrt(Dh) for lsa.
+    if (c.attention == AttentionForm::cosine || c.attention == AttentionForm::lsa) {
+      const double start =
+          c.attention == AttentionForm::cosine ? std::log(10.0) : -0.5 * std::log(double(D / H));
+      add_block(l, "attn.logit_scale", {H, 1, 1}, {ParamInit::constant, start}, false,
                 &B::logit_scale);
-    if (c.attention == AttentionForm::lsa)  // the scaled dot product's 1 / sqrt(Dh) to start
-      add_block(l, "attn.logit_scale", {H, 1, 1},
-                {ParamInit::constant, -0.5 * std::log(double(D / H))}, false, &B::logit_scale);
+    }
     add_block(l, "attn.proj.weight", {D, D}, weight, true, &B::proj_w);
     add_block(l, "attn.proj.bias", {D}, zeros, false, &B::proj_b);
     add_block(l, "norm2.weight", {D}, ones, false, &B::norm2_w);

@@ -402,17 +402,12 @@ void attention_backward(float* dqkv, const AttentionScoreGrad& dscore, const flo
   attention_add_score_grads(dscore, B, H, D / H, score.form);
 }
 
-static bool has_score_params(AttentionForm form) {
-  return form == AttentionForm::cosine || form == AttentionForm::lsa ||
-         form == AttentionForm::additive;
-}
-
 void attention_backward_pairs(float* dqkv, const AttentionScoreGrad& dscore, const float* dout,
                               const float* qkv, const float* att, const uint8_t* att_mask,
                               int B, int T, int D, int H, const AttentionScore& score,
                               float dropout_p, float* scratch, int slots) {
   const int Dh = D / H;
-  const bool learned = has_score_params(score.form);
+  const bool learned = attention_has_score_params(score.form);
   for_each_head(B * H, T, Dh, scratch, slots, [&](auto kDh, int bh, HeadScratch& w) {
     float* share = learned ? dscore.per_pair + int64_t(bh) * Dh : nullptr;
     backward_head<kDh()>(bh, T, D, H, dqkv, share, dout, qkv, att, att_mask, score, dropout_p,
@@ -424,7 +419,7 @@ void attention_add_score_grads(const AttentionScoreGrad& dscore, int B, int H, i
                                AttentionForm form) {
   // Each (batch, head) left its share of the score parameters' gradient in per_pair; they
   // are added in batch order, so the sum does not depend on which thread ran which pair.
-  if (!has_score_params(form)) return;
+  if (!attention_has_score_params(form)) return;
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
       const float* share = dscore.per_pair + (int64_t(b) * H + h) * Dh;

@@ -41,6 +41,12 @@ struct AttentionScore {
   const float* logit_scale = nullptr;  // (H), cosine and lsa: the log of each head's temperature
 };
 
+// Whether a form has parameters of its own, whose gradients backward adds.
+constexpr bool attention_has_score_params(AttentionForm form) {
+  return form == AttentionForm::additive || form == AttentionForm::cosine ||
+         form == AttentionForm::lsa;
+}
+
 // Where backward adds the score function's parameter gradients. per_pair is scratch of
 // attention_score_grad_floats(B, H, Dh) floats: each (batch, head) writes its share there,
 // and the shares are summed in a fixed order, so the result does not depend on threads.
