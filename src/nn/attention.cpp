@@ -101,8 +101,13 @@ void forward_rows_short_tail(int i0, const Head& hd, float* out, float* att, Que
                              const float* v, HeadScratch& w) {
   const int T = hd.T, D = hd.D;
   float* P = att + hd.att_offset + int64_t(i0) * T;
-  attention_avx512::score_softmax_rows_tail<kDh, VF, R, NT>(
-      P, q.rows + int64_t(i0) * q.ld, q.ld, w.kt, hd.scale, T, w.tail + i0, padded_tokens(T));
+  const float* qi = q.rows + int64_t(i0) * q.ld;
+  if (masks_own_token(hd))
+    attention_avx512::score_softmax_rows_tail<kDh, VF, R, NT, true>(
+        P, qi, q.ld, w.kt, hd.scale, T, w.tail + i0, padded_tokens(T), i0);
+  else
+    attention_avx512::score_softmax_rows_tail<kDh, VF, R, NT>(P, qi, q.ld, w.kt, hd.scale, T,
+                                                              w.tail + i0, padded_tokens(T));
   rows_times_x<kDh, R>(out + int64_t(i0) * D, D, P, T, v, 3 * D, T, false);
 }
 
@@ -123,8 +128,12 @@ void forward_rows_of_short_tail_head(const Head& hd, float* out, float* att, Que
   constexpr int NT = attention_avx512::short_tail(T), VF = T / 16;
   constexpr int R = short_tail_rows_per_call(T);
   static_assert(NT > 0, "a token count with a short tail");
-  attention_avx512::tail_scores<kDh, NT>(w.tail, q.rows, q.ld, w.kt, T, padded_tokens(T),
-                                         hd.scale);
+  if (masks_own_token(hd))
+    attention_avx512::tail_scores<kDh, NT, true>(w.tail, q.rows, q.ld, w.kt, T,
+                                                 padded_tokens(T), hd.scale);
+  else
+    attention_avx512::tail_scores<kDh, NT>(w.tail, q.rows, q.ld, w.kt, T, padded_tokens(T),
+                                           hd.scale);
   int i = 0;
   for (; i + R <= T; i += R) forward_rows_short_tail<kDh, R, VF, NT>(i, hd, out, att, q, v, w);
   for (; i < T; ++i) forward_rows_short_tail<kDh, 1, VF, NT>(i, hd, out, att, q, v, w);
@@ -247,7 +256,6 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
 #if defined(__AVX512F__)
   if constexpr (kDh > 0 && kDh % 16 == 0) {
     if (in_registers<kDh>(hd) && hd.form != AttentionForm::additive &&
-        hd.form != AttentionForm::lsa &&
         forward_short_tail_head<kDh>(hd, o, att, rows, q + 2 * D, w))
       return;
   }

@@ -119,6 +119,17 @@ template <int V, int R>
   }
 }
 
+// The lowest float in place of a row's score against its own token, in the lane of token
+// `own` among V vectors of scores; nothing when own lies past them. A lane chosen by mask:
+// an index would spill the scores out of the registers.
+template <int V>
+inline void mask_own_token(__m512 (&scores)[V], int own) {
+  const __m512 lowest = _mm512_set1_ps(std::numeric_limits<float>::lowest());
+  for (int v = 0; v < V; ++v)
+    scores[v] = _mm512_mask_mov_ps(
+        scores[v], own / 16 == v ? __mmask16(1u << (own % 16)) : __mmask16(0), lowest);
+}
+
 // P (R, T; row stride T) = softmax(scale * q K^T) for R query rows q (row stride ldq),
 // kt = K^T (Dh, 16 V) with zero padding columns. With kMaskOwn, the score of row r against
 // token diagonal + r (the row's own token, for locality self-attention) is the lowest float
@@ -132,15 +143,8 @@ void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, floa
   const __m512 vscale = _mm512_set1_ps(scale);
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_mul_ps(vscale, acc[r][v]);
-  if constexpr (kMaskOwn) {
-    const __m512 lowest = _mm512_set1_ps(std::numeric_limits<float>::lowest());
-    for (int r = 0; r < R; ++r) {
-      const int own = diagonal + r;  // a lane chosen by mask: an index would spill acc
-      for (int v = 0; v < V; ++v)
-        acc[r][v] = _mm512_mask_mov_ps(
-            acc[r][v], own / 16 == v ? __mmask16(1u << (own % 16)) : __mmask16(0), lowest);
-    }
-  }
+  if constexpr (kMaskOwn)
+    for (int r = 0; r < R; ++r) mask_own_token<V>(acc[r], diagonal + r);
   softmax_rows<V, R>(P, acc, T);
 }
 
@@ -182,8 +186,9 @@ constexpr int short_tail(int T) {
 // tail (NT, Tp) = scale * the scores of every row of the head (< T) against each of its NT
 // short-tail tokens T - NT, ..., T - 1, for q (T, kDh; row stride ldq) and kt = K^T (kDh,
 // Tp): 16 rows a vector, turned into columns in registers, each score summed over d in the
-// order rows_times_kt sums it, so that it has the same bits.
-template <int kDh, int NT>
+// order rows_times_kt sums it, so that it has the same bits. With kMaskOwn, each tail
+// token's score against itself is the lowest float, as score_softmax_rows masks it.
+template <int kDh, int NT, bool kMaskOwn = false>
 void tail_scores(float* tail, const float* q, int ldq, const float* kt, int T, int Tp,
                  float scale) {
   static_assert(kDh % 16 == 0, "head sizes of whole vectors");
@@ -207,6 +212,8 @@ void tail_scores(float* tail, const float* q, int ldq, const float* kt, int T, i
     for (int j = 0; j < NT; ++j)
       _mm512_storeu_ps(tail + j * Tp + i0, _mm512_mul_ps(_mm512_set1_ps(scale), acc[j]));
   }
+  if constexpr (kMaskOwn)
+    for (int j = 0; j < NT; ++j) tail[j * Tp + first + j] = std::numeric_limits<float>::lowest();
 }
 
 // fold_lanes for R <= 8 rows: folded[q] holds rows 4q .. 4q+3 as fold_lanes lays them out.
@@ -226,9 +233,11 @@ inline void fold_quads(const __m512 (&v)[R], __m512 (&folded)[(R + 3) / 4]) {
 // maxima, exps and sums live in fold_quads's layout. Every value rounds as
 // score_softmax_rows rounds it: the sums take the tail's exps and the padding lanes' (each
 // exp(-87), the clamp of exp_nonpositive) in the lanes and the order that path adds them.
-template <int kDh, int VF, int R, int NT>
+// With kMaskOwn, row r's own token is diagonal + r: masked here when it lies in a whole
+// vector, by tail_scores<..., true> when it lies in the tail.
+template <int kDh, int VF, int R, int NT, bool kMaskOwn = false>
 void score_softmax_rows_tail(float* P, const float* q, int ldq, const float* kt, float scale,
-                             int T, const float* tail, int ld_tail) {
+                             int T, const float* tail, int ld_tail, int diagonal = 0) {
   static_assert(NT >= 1 && NT <= kMaxShortTail && VF >= 1 && VF < kMaxVectors && R <= 8);
   constexpr int Q = (R + 3) / 4;  // quads of rows
   __m512 acc[R][VF];
@@ -238,6 +247,7 @@ void score_softmax_rows_tail(float* P, const float* q, int ldq, const float* kt,
   __m512 s[R][VF], row_max[R], row_sum[R], tail_s[NT][Q], maxes[Q], inverses[Q];
   for (int r = 0; r < R; ++r) {
     for (int v = 0; v < VF; ++v) s[r][v] = _mm512_mul_ps(vscale, acc[r][v]);
+    if constexpr (kMaskOwn) mask_own_token<VF>(s[r], diagonal + r);
     row_max[r] = s[r][0];
     for (int v = 1; v < VF; ++v) row_max[r] = _mm512_max_ps(row_max[r], s[r][v]);
   }

@@ -456,37 +456,42 @@ namespace {
 
 // Rows of T = 16 (V - 1) + NT tokens through both register paths of attention_avx512.h:
 // the whole last vector from the products, and the short tail from scores made for every
-// row at once. The second is only a cheaper way to the first's values: bit for bit.
-template <int kDh, int V, int NT, int R = 4>
+// row at once; with kMaskOwn, each row's own token masked as locality self-attention masks
+// it, in a whole vector or in the tail. The second is only a cheaper way to the first's
+// values: bit for bit.
+template <int kDh, int V, int NT, int R = 4, bool kMaskOwn = false>
 void check_short_tail(float spread) {
   constexpr int T = 16 * (V - 1) + NT, Tp = 16 * V;
-  INFO("Dh " << kDh << ", " << T << " tokens, " << R << " rows a call");
+  INFO("Dh " << kDh << ", " << T << " tokens, " << R << " rows a call, own token masked "
+             << kMaskOwn);
   static_assert(attention_avx512::short_tail(T) == NT);
   const auto q = random_vector(T * kDh, spread, 70 + T), k = random_vector(T * kDh, spread, 71 + T);
   std::vector<float> kt(kDh * Tp, 0.0f), tail(2 * Tp);
   for (int j = 0; j < T; ++j)
     for (int d = 0; d < kDh; ++d) kt[d * Tp + j] = k[j * kDh + d];
   const float scale = 1.0f / std::sqrt(float(kDh));
-  attention_avx512::tail_scores<kDh, NT>(tail.data(), q.data(), kDh, kt.data(), T, Tp, scale);
+  attention_avx512::tail_scores<kDh, NT, kMaskOwn>(tail.data(), q.data(), kDh, kt.data(), T, Tp,
+                                                   scale);
   std::vector<float> whole(T * T), short_tail(T * T);
   int i = 0;
   for (; i + 4 <= T; i += 4)
-    attention_avx512::score_softmax_rows<kDh, V, 4>(whole.data() + i * T, q.data() + i * kDh,
-                                                    kDh, kt.data(), scale, T);
+    attention_avx512::score_softmax_rows<kDh, V, 4, kMaskOwn>(
+        whole.data() + i * T, q.data() + i * kDh, kDh, kt.data(), scale, T, i);
   for (; i < T; ++i)
-    attention_avx512::score_softmax_rows<kDh, V, 1>(whole.data() + i * T, q.data() + i * kDh,
-                                                    kDh, kt.data(), scale, T);
+    attention_avx512::score_softmax_rows<kDh, V, 1, kMaskOwn>(
+        whole.data() + i * T, q.data() + i * kDh, kDh, kt.data(), scale, T, i);
   for (i = 0; i + R <= T; i += R)
-    attention_avx512::score_softmax_rows_tail<kDh, V - 1, R, NT>(
+    attention_avx512::score_softmax_rows_tail<kDh, V - 1, R, NT, kMaskOwn>(
         short_tail.data() + i * T, q.data() + i * kDh, kDh, kt.data(), scale, T,
-        tail.data() + i, Tp);
+        tail.data() + i, Tp, i);
   for (; i < T; ++i)
-    attention_avx512::score_softmax_rows_tail<kDh, V - 1, 1, NT>(
+    attention_avx512::score_softmax_rows_tail<kDh, V - 1, 1, NT, kMaskOwn>(
         short_tail.data() + i * T, q.data() + i * kDh, kDh, kt.data(), scale, T,
-        tail.data() + i, Tp);
+        tail.data() + i, Tp, i);
   for (int e = 0; e < T * T; ++e) {
     INFO("row " << e / T << ", token " << e % T);
     REQUIRE(short_tail[e] == whole[e]);
+    if (kMaskOwn && e / T == e % T) REQUIRE(short_tail[e] < 1e-30f);
   }
 }
 
@@ -504,6 +509,10 @@ TEST_CASE("attention rows with one or two tokens in their last vector round as w
     check_short_tail<32, 3, 2>(spread);
     check_short_tail<48, 2, 2>(spread);
     check_short_tail<64, 3, 1>(spread);
+    check_short_tail<16, 4, 1, 7, true>(spread);  // lsa: the last own token in the tail
+    check_short_tail<16, 4, 2, 5, true>(spread);
+    check_short_tail<16, 2, 2, 6, true>(spread);
+    check_short_tail<32, 3, 1, 4, true>(spread);
   }
 }
 #endif
