@@ -95,19 +95,16 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
 
 #if defined(__AVX512F__)
 // Rows i0 .. i0+R-1 (R <= 8) of a head in registers whose rows end in a short tail of NT
-// tokens after VF whole vectors (attention_avx512.h), its tail scores in w.tail.
-template <int kDh, int R, int VF, int NT>
+// tokens after VF whole vectors (attention_avx512.h), its tail scores in w.tail; kMaskOwn
+// masks each row's own token (masks_own_token).
+template <int kDh, int R, int VF, int NT, bool kMaskOwn>
 void forward_rows_short_tail(int i0, const Head& hd, float* out, float* att, QueryRows q,
                              const float* v, HeadScratch& w) {
   const int T = hd.T, D = hd.D;
   float* P = att + hd.att_offset + int64_t(i0) * T;
   const float* qi = q.rows + int64_t(i0) * q.ld;
-  if (masks_own_token(hd))
-    attention_avx512::score_softmax_rows_tail<kDh, VF, R, NT, true>(
-        P, qi, q.ld, w.kt, hd.scale, T, w.tail + i0, padded_tokens(T), i0);
-  else
-    attention_avx512::score_softmax_rows_tail<kDh, VF, R, NT>(P, qi, q.ld, w.kt, hd.scale, T,
-                                                              w.tail + i0, padded_tokens(T));
+  attention_avx512::score_softmax_rows_tail<kDh, VF, R, NT, kMaskOwn>(
+      P, qi, q.ld, w.kt, hd.scale, T, w.tail + i0, padded_tokens(T), i0);
   rows_times_x<kDh, R>(out + int64_t(i0) * D, D, P, T, v, 3 * D, T, false);
 }
 
@@ -122,34 +119,41 @@ constexpr int short_tail_rows_per_call(int T) {
 }
 
 // Every row of a head of T tokens, T % 16 of them in the short tail, after its tail scores.
-template <int kDh, int T>
+template <int kDh, int T, bool kMaskOwn>
 void forward_rows_of_short_tail_head(const Head& hd, float* out, float* att, QueryRows q,
                                      const float* v, HeadScratch& w) {
   constexpr int NT = attention_avx512::short_tail(T), VF = T / 16;
   constexpr int R = short_tail_rows_per_call(T);
   static_assert(NT > 0, "a token count with a short tail");
-  if (masks_own_token(hd))
-    attention_avx512::tail_scores<kDh, NT, true>(w.tail, q.rows, q.ld, w.kt, T,
-                                                 padded_tokens(T), hd.scale);
-  else
-    attention_avx512::tail_scores<kDh, NT>(w.tail, q.rows, q.ld, w.kt, T, padded_tokens(T),
-                                           hd.scale);
+  attention_avx512::tail_scores<kDh, NT, kMaskOwn>(w.tail, q.rows, q.ld, w.kt, T,
+                                                   padded_tokens(T), hd.scale);
   int i = 0;
-  for (; i + R <= T; i += R) forward_rows_short_tail<kDh, R, VF, NT>(i, hd, out, att, q, v, w);
-  for (; i < T; ++i) forward_rows_short_tail<kDh, 1, VF, NT>(i, hd, out, att, q, v, w);
+  for (; i + R <= T; i += R)
+    forward_rows_short_tail<kDh, R, VF, NT, kMaskOwn>(i, hd, out, att, q, v, w);
+  for (; i < T; ++i) forward_rows_short_tail<kDh, 1, VF, NT, kMaskOwn>(i, hd, out, att, q, v, w);
 }
 
-// forward_rows_of_short_tail_head for the token counts short_tail takes; false for others.
+// The head's rows with its own-token mask chosen once.
+template <int kDh, int T>
+void forward_short_tail_head_of(const Head& hd, float* out, float* att, QueryRows q,
+                                const float* v, HeadScratch& w) {
+  if (masks_own_token(hd))
+    forward_rows_of_short_tail_head<kDh, T, true>(hd, out, att, q, v, w);
+  else
+    forward_rows_of_short_tail_head<kDh, T, false>(hd, out, att, q, v, w);
+}
+
+// forward_short_tail_head_of for the token counts short_tail takes; false for others.
 template <int kDh>
 bool forward_short_tail_head(const Head& hd, float* out, float* att, QueryRows q,
                              const float* v, HeadScratch& w) {
   switch (hd.T) {
-    case 17: forward_rows_of_short_tail_head<kDh, 17>(hd, out, att, q, v, w); return true;
-    case 18: forward_rows_of_short_tail_head<kDh, 18>(hd, out, att, q, v, w); return true;
-    case 33: forward_rows_of_short_tail_head<kDh, 33>(hd, out, att, q, v, w); return true;
-    case 34: forward_rows_of_short_tail_head<kDh, 34>(hd, out, att, q, v, w); return true;
-    case 49: forward_rows_of_short_tail_head<kDh, 49>(hd, out, att, q, v, w); return true;
-    case 50: forward_rows_of_short_tail_head<kDh, 50>(hd, out, att, q, v, w); return true;
+    case 17: forward_short_tail_head_of<kDh, 17>(hd, out, att, q, v, w); return true;
+    case 18: forward_short_tail_head_of<kDh, 18>(hd, out, att, q, v, w); return true;
+    case 33: forward_short_tail_head_of<kDh, 33>(hd, out, att, q, v, w); return true;
+    case 34: forward_short_tail_head_of<kDh, 34>(hd, out, att, q, v, w); return true;
+    case 49: forward_short_tail_head_of<kDh, 49>(hd, out, att, q, v, w); return true;
+    case 50: forward_short_tail_head_of<kDh, 50>(hd, out, att, q, v, w); return true;
     default: return false;
   }
 }
@@ -344,8 +348,9 @@ void dispatch_head_size(int Dh, Run&& run) {
 }
 
 [[noreturn]] void throw_scratch_slots(int slot, int slots) {
-  throw std::logic_error("attention: thread " + std::to_string(slot) + " of a parallel region, but scratch for " +
-                         std::to_string(slots) + " threads");
+  throw std::logic_error("attention: thread " + std::to_string(slot) +
+                         " of a parallel region, but scratch for " + std::to_string(slots) +
+                         " threads");
 }
 
 // Calls per_head(kDh, bh, scratch) for every (batch, head) bh < BH across the thread pool,
