@@ -48,9 +48,11 @@ void stem_forward_chunk(const ViT& model, Activations& acts, const float* images
     float* cols = at(a.cols, int64_t(shape.R) * shape.I);
     float* out = last ? at(acts.patches, int64_t(shape.R) * shape.O)
                       : at(a.out, int64_t(shape.R) * shape.O);
-    conv3x3_s2_gather(cols, inp, n, c.stem_in(s), shape.side_in, s == 0);
+    // The last stage's dropped positions feed nothing forward and take zero gradients, so
+    // their windows are not gathered.
+    conv3x3_s2_gather(cols, inp, n, c.stem_in(s), shape.side_in, s == 0, last ? keep : nullptr);
     if (last && keep) {
-      // The convolution at the kept positions only: the dropped ones feed nothing forward.
+      // The convolution at the kept positions only.
       const int K = c.kept_patches();
       float* kept_cols = at(acts.kept_cols, int64_t(K) * shape.I);
       float* kept_pre = at(acts.kept_pre, int64_t(K) * shape.O);

@@ -33,8 +33,8 @@ void window_pixels(Float* (&tap)[9], Float* image, int oy, int ox, int C, int S)
 
 // Channels last, C a multiple of 16: at each position, 16 channels' 9 taps (a vector per
 // tap, zero outside the image) become 16 runs of 9, one per channel.
-void gather_channels_last(float* rows, const float* inp, int64_t b0, int64_t b1, int C,
-                          int S) {
+void gather_channels_last(float* rows, const float* inp, int64_t b0, int64_t b1, int C, int S,
+                          const uint8_t* keep) {
   const int So = conv3x3_s2_side(S);
   const int64_t row_len = 9 * int64_t(C), image_len = int64_t(C) * S * S;
   const __mmask16 nine = 0x1FF;
@@ -42,7 +42,12 @@ void gather_channels_last(float* rows, const float* inp, int64_t b0, int64_t b1,
     const float* image = inp + b * image_len;
     for (int oy = 0; oy < So; ++oy)
       for (int ox = 0; ox < So; ++ox) {
-        float* row = rows + (b * So * So + int64_t(oy) * So + ox) * row_len;
+        const int64_t position = b * So * So + int64_t(oy) * So + ox;
+        float* row = rows + position * row_len;
+        if (keep && !keep[position]) {
+          std::fill_n(row, row_len, 0.0f);
+          continue;
+        }
         const float* tap[9];
         window_pixels(tap, image, oy, ox, C, S);
         for (int c0 = 0; c0 < C; c0 += 16) {
@@ -60,7 +65,7 @@ void gather_channels_last(float* rows, const float* inp, int64_t b0, int64_t b1,
 // their rows a vector across the 16 (a stride-2 pick from one input row, shifted a pixel
 // for the left column of the window), 16 entries turned into 16 positions' runs at a time.
 void gather_channels_first(float* rows, const float* inp, int64_t b0, int64_t b1, int C,
-                           int S) {
+                           int S, const uint8_t* keep) {
   const int So = conv3x3_s2_side(S), features = 9 * C;
   const int64_t image_len = int64_t(C) * S * S;
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -70,7 +75,13 @@ void gather_channels_first(float* rows, const float* inp, int64_t b0, int64_t b1
     const float* image = inp + b * image_len;
     for (int oy = 0; oy < So; ++oy)
       for (int ox0 = 0; ox0 < So; ox0 += 16) {
-        float* out = rows + (b * So * So + int64_t(oy) * So + ox0) * features;
+        const int64_t first = b * So * So + int64_t(oy) * So + ox0;
+        float* out = rows + first * features;
+        const uint8_t* kept = keep ? keep + first : nullptr;
+        if (kept && std::none_of(kept, kept + 16, [](uint8_t k) { return k != 0; })) {
+          std::fill_n(out, 16 * int64_t(features), 0.0f);
+          continue;
+        }
         // Entry f = (c, ky, kx) of the 16 positions ox0 .. ox0 + 15: pixel x = 2 ox - 1 + kx.
         auto entry = [&](int f) {
           const int c = f / 9, ky = f % 9 / 3, kx = f % 3, y = 2 * oy - 1 + ky;
@@ -91,6 +102,10 @@ void gather_channels_first(float* rows, const float* inp, int64_t b0, int64_t b1
             _mm512_mask_storeu_ps(out + int64_t(p) * features + f0, __mmask16((1u << n) - 1),
                                   v[p]);
         }
+        // Dropped positions among kept ones are stored, then cleared: a test inside the
+        // store loop would cost every gather, patch dropout or not.
+        for (int p = 0; kept && p < 16; ++p)
+          if (!kept[p]) std::fill_n(out + int64_t(p) * features, features, 0.0f);
       }
   }
 }
@@ -125,7 +140,8 @@ void add_row_into_window(float* image, const float* row, int oy, int ox, int C, 
 
 }  // namespace
 
-void conv3x3_s2_gather(float* rows, const float* inp, int B, int C, int S, bool channels_first) {
+void conv3x3_s2_gather(float* rows, const float* inp, int B, int C, int S, bool channels_first,
+                       const uint8_t* keep) {
   const int So = conv3x3_s2_side(S);
   const int64_t row_len = 9 * int64_t(C), image_len = int64_t(C) * S * S;
   // Where channel c of pixel p sits within an image.
@@ -133,14 +149,21 @@ void conv3x3_s2_gather(float* rows, const float* inp, int B, int C, int S, bool 
   const int64_t pixel_stride = channels_first ? 1 : C;
   for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
 #if defined(__AVX512F__)
-    if (!channels_first && C % 16 == 0) return gather_channels_last(rows, inp, b0, b1, C, S);
-    if (channels_first && S % 32 == 0) return gather_channels_first(rows, inp, b0, b1, C, S);
+    if (!channels_first && C % 16 == 0)
+      return gather_channels_last(rows, inp, b0, b1, C, S, keep);
+    if (channels_first && S % 32 == 0)
+      return gather_channels_first(rows, inp, b0, b1, C, S, keep);
 #endif
     for (int64_t b = b0; b < b1; ++b) {
       const float* image = inp + b * image_len;
       for (int oy = 0; oy < So; ++oy)
         for (int ox = 0; ox < So; ++ox) {
-          float* row = rows + (b * So * So + int64_t(oy) * So + ox) * row_len;
+          const int64_t position = b * So * So + int64_t(oy) * So + ox;
+          float* row = rows + position * row_len;
+          if (keep && !keep[position]) {
+            std::fill_n(row, row_len, 0.0f);
+            continue;
+          }
           for (int ky = 0; ky < 3; ++ky) {
             const int y = 2 * oy - 1 + ky;
             for (int kx = 0; kx < 3; ++kx) {

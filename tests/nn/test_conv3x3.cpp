@@ -105,6 +105,40 @@ TEST_CASE("gathered rows hold each window's pixels in (channel, row, column) ord
   }
 }
 
+// Patch dropout's gather: the kept positions' rows as the gather of every position has them,
+// the dropped ones' zero (the rows start as NaN, so a row left unwritten fails), at the
+// shapes of each path above.
+TEST_CASE("a gather with a keep mask writes the kept positions' rows and zeros the others",
+          "[layers][conv]") {
+  struct Shape { bool channels_first; int C, S; };
+  for (const Shape shape : {Shape{true, 3, 32}, {true, 3, 7}, {false, 32, 16}, {false, 3, 16},
+                            {false, 16, 7}}) {
+    const int B = 3, C = shape.C, S = shape.S, So = conv3x3_s2_side(S), row_len = 9 * C;
+    INFO("channels first " << shape.channels_first << ", C " << C << ", side " << S);
+    const auto inp = random_vector(B * C * S * S, 1.0f, 60 + C + S);
+    std::vector<float> all(size_t(B) * So * So * row_len);
+    conv3x3_s2_gather(all.data(), inp.data(), B, C, S, shape.channels_first);
+    // Image 0 keeps every third position, image 1 none, image 2 all.
+    std::vector<uint8_t> keep(size_t(B) * So * So);
+    for (int p = 0; p < So * So; ++p) {
+      keep[size_t(p)] = p % 3 == 0;
+      keep[size_t(2 * So * So + p)] = 1;
+    }
+    std::vector<float> rows(all.size(), std::nanf(""));
+    conv3x3_s2_gather(rows.data(), inp.data(), B, C, S, shape.channels_first, keep.data());
+    for (size_t position = 0; position < keep.size(); ++position) {
+      INFO("position " << position);
+      const float* got = rows.data() + position * size_t(row_len);
+      if (keep[position]) {
+        REQUIRE(std::memcmp(got, all.data() + position * size_t(row_len),
+                            size_t(row_len) * sizeof(float)) == 0);
+      } else {
+        REQUIRE(std::all_of(got, got + row_len, [](float v) { return v == 0.0f; }));
+      }
+    }
+  }
+}
+
 TEST_CASE("the scatter is the gather's adjoint: <gather x, y> = <x, scatter y>",
           "[layers][conv][grad]") {
   const int B = 3;
