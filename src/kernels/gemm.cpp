@@ -71,10 +71,11 @@ static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float 
   const bool avx512_bf16 =
       bf16 && products.kernels == GemmKernels::avx512 && cpu_has_avx512_bf16();
 #else
-  const bool avx512_bf16 = false;
+  const bool amx_tiles = false, avx512_bf16 = false;
 #endif
-  // The AVX512_BF16 kernel sums a transposed A's rows as it packs A; the rest take a pass.
-  if (e.a_row_sums && !avx512_bf16) add_a_row_sums(M, K, A, lda, e.a_row_sums, k_used);
+  // The bf16 kernels sum a transposed A's rows as they pack A; the rest take a pass.
+  if (e.a_row_sums && !avx512_bf16 && !amx_tiles)
+    add_a_row_sums(M, K, A, lda, e.a_row_sums, k_used);
 #if MINIVIT_ISA_LEVEL == 2
   if (avx512_bf16)
     return sgemm_avx512_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
@@ -93,7 +94,8 @@ static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float 
   }
 #if MINIVIT_ISA_LEVEL == 2
   if (amx_tiles)
-    sgemm_amx_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm_amx_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e.a_row_sums,
+                   k_used);
   else
 #endif
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,

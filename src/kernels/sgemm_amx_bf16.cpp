@@ -91,11 +91,19 @@ inline void transpose_words(__m512i (&r)[16]) {
 // dst[j * ld_dst + kp] = pair(src(2kp, j), src(2kp + 1, j)) for j < cols, kp < kp_pad (zero
 // from ceil(kc / 2)), where src(k, j) = src[k * ld_src + j]: an op(A) = A^T block, whose
 // rows of A run along k. Sixteen pairs of rows of A at a time, transposed in registers.
+// With sums, also adds each column's sum over k into sums[j] as gemm.h's a_row_sums asks
+// (and add_a_row_sums in gemm.cpp does): every run of 128 k from src's first row, a multiple
+// of 128 in the whole product, summed in order from zero with k_used's unused k skipped, then
+// added on.
 void pack_pairs_from_rows_transposed(const float* src, int64_t ld_src, int kc, int kp_pad,
-                                     int cols, Pair* dst, int ld_dst) {
+                                     int cols, Pair* dst, int ld_dst, float* sums,
+                                     const uint8_t* k_used) {
+  constexpr int kRun = 128;
+  auto used = [k_used, kc](int k) { return k < kc && (!k_used || k_used[k]); };
   for (int j = 0; j < cols; j += 16) {
     const int n = std::min(cols - j, 16);
     const __mmask16 in = __mmask16((1u << n) - 1);
+    __m512 run = _mm512_setzero_ps();
     for (int kp0 = 0; kp0 < kp_pad; kp0 += 16) {
       __m512i words[16];
       for (int t = 0; t < 16; ++t) {
@@ -104,6 +112,14 @@ void pack_pairs_from_rows_transposed(const float* src, int64_t ld_src, int kc, i
         const __m512 x = k < kc ? _mm512_maskz_loadu_ps(in, even) : _mm512_setzero_ps();
         const __m512 y = k + 1 < kc ? _mm512_maskz_loadu_ps(in, even + ld_src) : _mm512_setzero_ps();
         words[t] = pair_rows(x, y);
+        if (!sums || k >= kc) continue;
+        if (used(k)) run = _mm512_add_ps(run, x);
+        if (used(k + 1)) run = _mm512_add_ps(run, y);
+        if ((k + 2) % kRun == 0 || k + 2 >= kc) {
+          float* s = sums + j;
+          _mm512_mask_storeu_ps(s, in, _mm512_add_ps(_mm512_maskz_loadu_ps(in, s), run));
+          run = _mm512_setzero_ps();
+        }
       }
       transpose_words(words);
       for (int r = 0; r < n; ++r) _mm512_storeu_si512(dst + int64_t(j + r) * ld_dst + kp0, words[r]);
@@ -112,12 +128,14 @@ void pack_pairs_from_rows_transposed(const float* src, int64_t ld_src, int kc, i
 }
 
 // Packs op(A)[i0:i0+rows, k0:k0+kc] as (rows, kp_pad) pairs with row stride kKp, zero beyond
-// kc, and zero rows up to the next C block so that its tiles read no stale pairs.
+// kc, and zero rows up to the next C block so that its tiles read no stale pairs. A
+// transposed may add its rows' sums over these k into sums (rows), k_used from k0.
 void pack_a(bool trans_a, const float* A, int lda, int i0, int rows, int k0, int kc, int kp_pad,
-            Pair* packed) {
+            Pair* packed, float* sums, const uint8_t* k_used) {
   const int kp_count = (kc + 1) / 2;
   if (trans_a) {
-    pack_pairs_from_rows_transposed(A + int64_t(k0) * lda + i0, lda, kc, kp_pad, rows, packed, kKp);
+    pack_pairs_from_rows_transposed(A + int64_t(k0) * lda + i0, lda, kc, kp_pad, rows, packed, kKp,
+                                    sums, k_used ? k_used + k0 : nullptr);
   } else {
     pack_pairs_along_rows(A + int64_t(i0) * lda + k0, lda, rows, kc, packed, kKp);
     for (int i = 0; i < rows; ++i)
@@ -127,8 +145,14 @@ void pack_a(bool trans_a, const float* A, int lda, int i0, int rows, int k0, int
   std::memset(packed + int64_t(rows) * kKp, 0, sizeof(Pair) * (padded_rows - rows) * kKp);
 }
 
+// GCC's _tile_loadd does not tell the compiler that it reads memory (its _tile_stored says
+// it writes), so stores into a buffer that only tile loads read could be dropped or moved
+// after them; this barrier keeps them before the loads.
+inline void tile_loads_follow_stores() { asm volatile("" ::: "memory"); }
+
 // Tile registers 0-3 from, or to, a (32, 32) fp32 block at c with rows ld floats apart.
 inline void load_c_tiles(const float* c, int64_t ld) {
+  tile_loads_follow_stores();
   _tile_loadd(0, c, ld * sizeof(float));
   _tile_loadd(1, c + kTile, ld * sizeof(float));
   _tile_loadd(2, c + kTile * ld, ld * sizeof(float));
@@ -169,6 +193,7 @@ void block(const Pair* a, const Pair* b, int kp_pad, float* C, int ldc, int rows
     _tile_zero(2);
     _tile_zero(3);
   }
+  tile_loads_follow_stores();  // the packed pairs
   for (int kp = 0; kp < kp_pad; kp += kTilePairs) {
     _tile_loadd(4, a + kp, kKp * sizeof(Pair));
     _tile_loadd(5, a + kTile * kKp + kp, kKp * sizeof(Pair));
@@ -197,7 +222,8 @@ void block(const Pair* a, const Pair* b, int kp_pad, float* C, int ldc, int rows
 }
 
 void sgemm_blocked(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-                   int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+                   int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                   float* a_row_sums, const uint8_t* k_used) {
   alignas(64) Pair packed_b[kPackPanels * kKp * kNr];
   alignas(64) Pair packed_a[kMc * kKp];
   const int panels = (N + kNr - 1) / kNr;
@@ -211,7 +237,8 @@ void sgemm_blocked(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
       pack_b<kNr>(trans_b, b_first, ldb, k0, kc, std::min(N, p1 * kNr) - j_first, kp_pad, packed_b);
       for (int i0 = 0; i0 < M; i0 += kMc) {
         const int rows = std::min(kMc, M - i0);
-        pack_a(trans_a, A, lda, i0, rows, k0, kc, kp_pad, packed_a);
+        float* sums = a_row_sums && p0 == 0 ? a_row_sums + i0 : nullptr;  // once a block of k
+        pack_a(trans_a, A, lda, i0, rows, k0, kc, kp_pad, packed_a, sums, k_used);
         for (int p = p0; p < p1; ++p) {
           const Pair* panel = packed_b + int64_t(p - p0) * kp_pad * kNr;
           for (int jb = 0; jb < kNr && p * kNr + jb < N; jb += kBlock) {
@@ -229,12 +256,14 @@ void sgemm_blocked(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
 }  // namespace
 
 void sgemm_amx_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-                    int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+                    int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                    float* a_row_sums, const uint8_t* k_used) {
   if (K <= 0) return sgemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   // The tile configuration belongs to the thread, and releasing it after the product keeps
   // the threads' saved state small between products.
   load_tile_config();
-  sgemm_blocked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  sgemm_blocked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, a_row_sums,
+                k_used);
   _tile_release();
 }
 

@@ -23,8 +23,11 @@ void sgemm_avx512_bf16(bool trans_a, bool trans_b, int M, int N, int K, float al
 // The same bf16 products on AMX tiles (TDPBF16PS), several times the rate again on the
 // model's shapes. Compiled with AMX-BF16 on; gemm() calls it only with GemmKernels::amx,
 // which Compute offers when the CPU has the tiles and the kernel lets the process use them.
+// Takes the epilogue's a_row_sums where A is transposed, k_used's k left out of those sums
+// (the tiles add the exact zeros there); gemm() runs the rest of the epilogue around it.
 void sgemm_amx_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-                    int lda, const float* B, int ldb, float beta, float* C, int ldc);
+                    int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                    float* a_row_sums = nullptr, const uint8_t* k_used = nullptr);
 
 MINIVIT_ISA_END
 }  // namespace minivit
