@@ -49,6 +49,7 @@ shared=(--set model.patch_size=4 --set model.dim=64 --set model.depth=4 --set mo
         --set data.cutmix=0 --set data.augment=true
         --set data.val_fraction=0.1 --set train.batch_size=128 --set train.precision=fp32
         --set train.seed=0)
+# A variant may extend another: of two --set of one key, train takes the later.
 sets_of() {
   case $1 in
     fast35) echo "train.epochs=35" ;;
@@ -92,24 +93,20 @@ sets_of() {
     lsa_pd75_e110_s1) echo "$(sets_of lsa_pd75_e110) train.seed=1" ;;
     # ... for 97 epochs, the last 8 on every patch: what fits ten minutes of the same CPU, where
     # lsa_pd75_e110's recipe took 10 min 36 s.
-    lsa_pd75_e97) echo "train.precision=bf16 train.epochs=97 train.unmasked_epochs=8" \
-      "model.attention=lsa model.patch_drop=0.75" ;;
+    lsa_pd75_e97) echo "$(sets_of lsa_pd75_e110) train.epochs=97" ;;
     lsa_pd75_e97_s1) echo "$(sets_of lsa_pd75_e97) train.seed=1" ;;
     # ... for 110 epochs with only the last 3 on every patch: validation rose most in the first
     # epoch of lsa_pd75_e110's tail, and 5 fewer every-patch epochs buy the 13 dropped-patch
     # ones that lsa_pd75_e97 gave up.
-    lsa_pd75_e110_u3) echo "train.precision=bf16 train.epochs=110 train.unmasked_epochs=3" \
-      "model.attention=lsa model.patch_drop=0.75" ;;
+    lsa_pd75_e110_u3) echo "$(sets_of lsa_pd75_e110) train.unmasked_epochs=3" ;;
     lsa_pd75_e110_u3_s1) echo "$(sets_of lsa_pd75_e110_u3) train.seed=1" ;;
     # ... with the last 5 on every patch: 2 more every-patch epochs in place of dropped ones;
     # configs/cifar10_fast.toml's recipe from 2026-11-29.
-    lsa_pd75_e110_u5) echo "train.precision=bf16 train.epochs=110 train.unmasked_epochs=5" \
-      "model.attention=lsa model.patch_drop=0.75" ;;
+    lsa_pd75_e110_u5) echo "$(sets_of lsa_pd75_e110) train.unmasked_epochs=5" ;;
     lsa_pd75_e110_u5_s1) echo "$(sets_of lsa_pd75_e110_u5) train.seed=1" ;;
     # ... for 104 epochs with the last 8 on every patch: by the timed runs of lsa_pd75_e110_u5
     # (4.91 s a dropped-patch epoch, 14.86 s an every-patch one), the same time.
-    lsa_pd75_e104_u8) echo "train.precision=bf16 train.epochs=104 train.unmasked_epochs=8" \
-      "model.attention=lsa model.patch_drop=0.75" ;;
+    lsa_pd75_e104_u8) echo "$(sets_of lsa_pd75_e110) train.epochs=104" ;;
     lsa_pd75_e104_u8_s1) echo "$(sets_of lsa_pd75_e104_u8) train.seed=1" ;;
     *) echo "cifar10_fast_levers.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
