@@ -47,8 +47,9 @@ struct Avx512Tiles {
     for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
   }
   template <int kRows>
-  static void store(const Vec (&acc)[kRows][kVecs], float* C, int ldc, int cols, float alpha,
-                    float beta, const TileEpilogue& ep) {
+  [[gnu::always_inline]] static void store(const Vec (&acc)[kRows][kVecs], float* C, int ldc,
+                                           int cols, float alpha, float beta,
+                                           const TileEpilogue& ep) {
     store_tile<kRows, kVecs>(acc, C, ldc, cols, alpha, beta, ep);
   }
 };

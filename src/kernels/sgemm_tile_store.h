@@ -13,9 +13,13 @@
 namespace minivit {
 MINIVIT_ISA_BEGIN
 
+// Always inlined, as the kernels' stores must be: called, it takes the accumulators'
+// address, and GCC 12 then writes every one of them to the stack at every step of k of the
+// tile's loop (tests/cpu/check_tiles_in_registers.py).
 template <int kRows, int kVecs>
-inline void store_tile(const __m512 (&acc)[kRows][kVecs], float* C, int ldc, int cols,
-                       float alpha, float beta, const TileEpilogue& ep) {
+[[gnu::always_inline]] inline void store_tile(const __m512 (&acc)[kRows][kVecs], float* C,
+                                              int ldc, int cols, float alpha, float beta,
+                                              const TileEpilogue& ep) {
   // Lanes of C to touch in each 16-column vector: all, some or none.
   __mmask16 mask[kVecs];
 #pragma GCC unroll 4
