@@ -66,10 +66,8 @@ struct Avx2 {
   // C = alpha * acc + beta * C (+ residual) (+ bias) over the tile's first `cols` columns;
   // beta == 0 never reads C.
   // Whole rows of 16 are stored plainly: masked stores are slow on some of these CPUs, and
-  // only a ragged right edge needs them. Inlined, with both paths' rows unrolled: called, or
-  // indexing `acc` in a loop, it kept GCC 12 from holding the tile in registers, and the
-  // twelve accumulators went to the stack at every step of k, one store per FMA, at half
-  // the product rate on a Zen 2 (tests/cpu/check_tiles_in_registers.py).
+  // only a ragged right edge needs them. Inlined, with both paths' rows unrolled, for the
+  // reason store_tile is (sgemm_tile_store.h).
   template <int kRows>
   [[gnu::always_inline]] static void store(const Vec (&acc)[kRows][kVecs], float* C, int ldc,
                                            int cols, float alpha, float beta,

@@ -7,8 +7,9 @@ baseline would be merged by the linker, and the merged copy could be the leveled
 finds it.
 usage: check_isa_confined.py BINARY"""
 import re
-import subprocess
 import sys
+
+import disassembly
 
 BEYOND_BASELINE = re.compile(
     r"^(v\w+|k\w+|andn|bextr|blsi|blsmsk|blsr|bzhi|mulx|pdep|pext|rorx|sarx|shlx|shrx|"
@@ -18,25 +19,17 @@ LEVELED = ("isa_avx2::", "isa_avx512::")
 
 def main():
     binary = sys.argv[1]
-    listing = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", binary],
-                             check=True, capture_output=True, text=True).stdout
-    function, leaks, leveled, seen = None, {}, 0, 0
-    for line in listing.splitlines():
-        header = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
-        if header:
-            function = header.group(1)
-            seen += 1
-            continue
-        parts = line.split("\t")
-        if function is None or len(parts) < 2 or not parts[0].strip().endswith(":"):
-            continue
-        mnemonic = parts[1].split()[0] if parts[1].split() else ""
-        if not BEYOND_BASELINE.match(mnemonic):
-            continue
-        if any(level in function for level in LEVELED):
-            leveled += 1
-        else:
-            leaks.setdefault(function, mnemonic)
+    listing = disassembly.functions(binary)
+    leaks, leveled = {}, 0
+    for function, instructions in listing.items():
+        for _, mnemonic, _ in instructions:
+            if not BEYOND_BASELINE.match(mnemonic):
+                continue
+            if any(level in function for level in LEVELED):
+                leveled += 1
+            else:
+                leaks.setdefault(function, mnemonic)
+    seen = len(listing)
     if seen == 0:
         sys.exit("no functions found in %s" % binary)
     if leaks:

@@ -8,12 +8,12 @@ tile then runs at about half its rate; the numbers still come out right, so only
 instructions show it.
 usage: check_tiles_in_registers.py BINARY"""
 import re
-import subprocess
 import sys
+
+import disassembly
 
 KERNELS = re.compile(r"isa_(avx2|avx512)::(sgemm_blocked::sgemm<|\(anonymous namespace\)::"
                      r"sgemm_blocked<)")
-INSTRUCTION = re.compile(r"^\s*([0-9a-f]+):\t(\S+)\s*(.*)$")
 JUMP_TARGET = re.compile(r"^([0-9a-f]+) <")
 SPILL = re.compile(r"^%[xyz]mm\d+,-?(0x[0-9a-f]+)?\(%r[bs]p")
 MAX_LOOP = 64
@@ -37,20 +37,8 @@ def tile_loops(instructions):
 
 def main():
     binary = sys.argv[1]
-    listing = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", binary],
-                             check=True, capture_output=True, text=True).stdout
-    functions, current = {}, None
-    for line in listing.splitlines():
-        header = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
-        if header:
-            current = header.group(1) if KERNELS.search(header.group(1)) else None
-            if current:
-                functions[current] = []
-            continue
-        instruction = INSTRUCTION.match(line) if current else None
-        if instruction:
-            functions[current].append((int(instruction.group(1), 16), instruction.group(2),
-                                       instruction.group(3)))
+    functions = {name: instructions for name, instructions
+                 in disassembly.functions(binary, KERNELS.search).items() if instructions}
     if not functions:
         sys.exit("no product kernels found in %s" % binary)
     loops, spilling = 0, []
