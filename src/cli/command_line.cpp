@@ -191,6 +191,11 @@ void CommandLine::add_bench() {
   command->add_option("--set", bench.sets, "Override one key (repeatable)");
   command->add_option("--steps", bench.steps, "Timed training steps and evaluation batches (default 20)");
   command->add_option("--warmup", bench.warmup, "Untimed steps first (default 3)");
+  command->add_option("--rounds", bench.rounds,
+                      "Measure the training, evaluation and sgemm rates this many times, one "
+                      "round after another, and print the best of each with a line of their "
+                      "ranges: on a machine others share, the best of several rounds is the "
+                      "closest to its own rate (default 1)");
   command->add_option("--latency-images", bench.latency_images,
                       "Single images timed one by one for the latency line: batch 1, one "
                       "thread, median and 99th percentile (default 1000, 0 skips it)");

@@ -127,6 +127,46 @@ EveryPatchRate measure_every_patch_rate(BenchSetup& s, const BenchSteps& opt,
   return r;
 }
 
+static BenchRound measure_round(BenchSetup& s, const BenchSteps& opt, bool every_patch,
+                                bool openblas) {
+  BenchRound r;
+  r.rates = measure_throughput(s, opt);
+  if (every_patch) r.every_patch = measure_every_patch_rate(s, opt, r.rates.sgemm);
+  if (openblas)
+    r.openblas_sgemm = measure_sgemm_gflops(s.B * s.mc.tokens(), 3 * s.mc.dim, s.mc.dim,
+                                            GemmKernels::openblas);
+  return r;
+}
+
+// The best of each rate over the rounds, as BenchRounds says.
+static BenchRound best_of(const std::vector<BenchRound>& each) {
+  auto best = [&](auto rate) {
+    return *std::max_element(each.begin(), each.end(),
+                             [&](const BenchRound& a, const BenchRound& b) {
+                               return rate(a) < rate(b);
+                             });
+  };
+  BenchRound r = best([](const BenchRound& x) { return x.rates.train_ips; });
+  const Throughput& eval = best([](const BenchRound& x) { return x.rates.eval_ips; }).rates;
+  r.rates.eval_s = eval.eval_s, r.rates.eval_ips = eval.eval_ips;
+  r.rates.eval_gflops = eval.eval_gflops;
+  r.rates.sgemm = best([](const BenchRound& x) { return x.rates.sgemm; }).rates.sgemm;
+  r.rates.train_percent = 100 * r.rates.train_gflops / r.rates.sgemm;
+  r.rates.eval_percent = 100 * r.rates.eval_gflops / r.rates.sgemm;
+  r.every_patch = best([](const BenchRound& x) { return x.every_patch.ips; }).every_patch;
+  r.every_patch.percent = 100 * r.every_patch.gflops / r.rates.sgemm;
+  r.openblas_sgemm = best([](const BenchRound& x) { return x.openblas_sgemm; }).openblas_sgemm;
+  return r;
+}
+
+BenchRounds measure_rounds(BenchSetup& s, const BenchSteps& opt, int rounds, bool every_patch,
+                           bool openblas) {
+  BenchRounds result;
+  for (int i = 0; i < rounds; ++i) result.each.push_back(measure_round(s, opt, every_patch, openblas));
+  result.best = best_of(result.each);
+  return result;
+}
+
 // Latency on one thread: the passes' Compute says so, and the caller's pool is left as it was.
 Latency measure_latency_on_one_thread(const ViT& model, const Compute& compute,
                                              int images) {

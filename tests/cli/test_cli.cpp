@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -495,17 +496,94 @@ TEST_CASE("bench times the every-patch steps of train.unmasked_epochs on a line 
   }
 }
 
+TEST_CASE("bench --rounds measures every rate that many times and prints the best of each",
+          "[cli]") {
+  TempDir dir("cli_bench_rounds");
+  const std::string config = dir.str("tiny.toml"), json = dir.str("bench.json");
+  write_text(config, tiny_config_toml(dir.str("no_data_needed"), dir.str("run")));
+  const std::string args = "bench --config " + config +
+                           " --steps 1 --warmup 0 --latency-images 0 --json " + json +
+                           " --set train.epochs=4 --set model.patch_drop=0.5"
+                           " --set train.unmasked_epochs=2";
+
+  SECTION("three rounds: the JSON's figures are the best of its rounds, the shares of the best") {
+    const RunResult r = run_minivit(args + " --rounds 3");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(read_text(json));
+    CHECK(j.at("rounds").get<int>() == 3);
+    const auto& each = j.at("each_round");
+    REQUIRE(each.size() == 3);
+    auto best = [&](const char* key) {
+      double most = 0.0;
+      for (const auto& round : each) most = std::max(most, round.at(key).get<double>());
+      return most;
+    };
+    for (const char* key : {"train_img_per_s", "eval_img_per_s", "sgemm_gflops",
+                            "train_every_patch_img_per_s"})
+      CHECK(best(key) > 0);
+    CHECK(j.at("train_img_per_s").get<double>() == best("train_img_per_s"));
+    CHECK(j.at("eval_img_per_s").get<double>() == best("eval_img_per_s"));
+    CHECK(j.at("sgemm_gflops").get<double>() == best("sgemm_gflops"));
+    CHECK(j.at("train_every_patch_img_per_s").get<double>() == best("train_every_patch_img_per_s"));
+    // Each percentage is of the best sgemm rate.
+    const double sgemm = j.at("sgemm_gflops");
+    CHECK(j.at("train_percent_of_sgemm").get<double>() ==
+          Approx(100 * j.at("gflops").get<double>() / sgemm));
+    CHECK(j.at("eval_percent_of_sgemm").get<double>() ==
+          Approx(100 * j.at("eval_gflops").get<double>() / sgemm));
+    const bool openblas = !j.at("openblas_sgemm_gflops").is_null() &&
+                          j.at("gemm_kernels").get<std::string>().rfind("OpenBLAS", 0) != 0;
+    if (openblas)
+      CHECK(j.at("openblas_sgemm_gflops").get<double>() == best("openblas_sgemm_gflops"));
+    // The ranges under the figures, each from its worst round to its best.
+    const std::regex line("rounds 3, each line the best of them: train ([0-9.]+)-([0-9.]+) "
+                          "img/s, on every patch [0-9.]+-[0-9.]+, eval [0-9.]+-[0-9.]+, sgemm "
+                          "[0-9.]+-[0-9.]+ GFLOP/s");
+    std::smatch m;
+    INFO(r.out);
+    REQUIRE(std::regex_search(r.out, m, line));
+    CHECK(std::stod(m[1].str()) <= std::stod(m[2].str()));
+    CHECK(std::stod(m[2].str()) == Approx(best("train_img_per_s")).margin(0.06));
+  }
+  SECTION("by default one round, and no line of ranges") {
+    const RunResult r = run_minivit(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, !Contains("rounds"));
+    const auto j = nlohmann::json::parse(read_text(json));
+    CHECK(j.at("rounds").get<int>() == 1);
+    REQUIRE(j.at("each_round").size() == 1);
+    CHECK(j.at("each_round")[0].at("train_img_per_s") == j.at("train_img_per_s"));
+  }
+  SECTION("--help names the option") {
+    const RunResult r = run_minivit("bench --help");
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Contains("--rounds") && Contains("the best of each"));
+  }
+  SECTION("fewer than one round is an error naming the option, before any work, and no JSON") {
+    const RunResult r = run_minivit(args + " --rounds 0");
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("--rounds: must be at least 1, got 0"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.out.empty());
+    CHECK_FALSE(fs::exists(json));
+  }
+}
+
 TEST_CASE("bench --threads-sweep measures 1, 2, 4, ... threads up to the cores, one row each",
           "[cli]") {
   TempDir dir("cli_bench_sweep");
   const std::string config = dir.str("tiny.toml"), json = dir.str("sweep.json");
   write_text(config, tiny_config_toml(dir.str("no_data_needed"), dir.str("run")));
   const RunResult r = run_minivit("bench --config " + config +
-                                  " --threads-sweep --steps 1 --warmup 0 --latency-images 0 --json " + json);
+                                  " --threads-sweep --rounds 2 --steps 1 --warmup 0 --latency-images 0 --json " +
+                                  json);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Contains("threads  train img/s  eval img/s  sgemm GFLOP/s"));
   const auto j = nlohmann::json::parse(read_text(json));
+  CHECK(j.at("rounds").get<int>() == 2);  // the best of two at each count, one row each
   const int cores = j.at("cores");
   REQUIRE(cores >= 1);
   std::vector<int> expected;

@@ -78,6 +78,25 @@ Throughput measure_throughput(BenchSetup& s, const BenchSteps& opt);
 EveryPatchRate measure_every_patch_rate(BenchSetup& s, const BenchSteps& opt,
                                         double sgemm_gflops);
 
+// One round of the rates `bench` prints, measured one after another so that each ratio sets
+// side by side figures of the same moment.
+struct BenchRound {
+  Throughput rates;
+  EveryPatchRate every_patch;   // measured with every_patch (train.unmasked_epochs), else 0
+  double openblas_sgemm = 0.0;  // the same product through OpenBLAS when asked for, else 0
+};
+
+// `rounds` rounds, one after another, and the best of each rate over them: a machine that
+// others share slows some rounds, and the best of several is the closest to its own rate.
+// The best round's percentages are of the best sgemm rate; its shares of the training time
+// are those of the round with the fastest training steps.
+struct BenchRounds {
+  BenchRound best;
+  std::vector<BenchRound> each;  // in the order measured
+};
+BenchRounds measure_rounds(BenchSetup& s, const BenchSteps& opt, int rounds, bool every_patch,
+                           bool openblas);
+
 // Over `images` forwards on one thread (the Compute's own count, the pool left as it was).
 Latency measure_latency_on_one_thread(const ViT& model, const Compute& compute, int images);
 
