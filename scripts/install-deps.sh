@@ -5,7 +5,7 @@
 # implementation, Chromium with python3-websocket, which drive the attention explorer
 # page in a real browser, qemu-user, which runs the program as older CPUs would, and
 # pkg-config, dpkg-dev and file, with which the tests build against an installed minivit and
-# pack and unpack its .deb.
+# pack and unpack its .deb packages.
 # With --fuzz it adds clang 14 and its runtime libraries (libFuzzer, the sanitizers, OpenMP),
 # which scripts/fuzz.sh builds the fuzz targets with. With --mpi it adds Open MPI (the
 # library and mpirun), for a build with -DMINIVIT_MPI=ON and its tests (which also use

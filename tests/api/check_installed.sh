@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Uses minivit as an outsider would, from what `cmake --install` (or the .deb) puts in a
+# Uses minivit as an outsider would, from what `cmake --install` (or the .debs) put in a
 # prefix, and compares every answer with the `minivit predict` of the same prefix:
 #   c       examples/c_predict built through find_package(minivit), through pkg-config
 #           against libminivit.so, and against libminivit.a
 #   python  python/minivit.py with numpy: predict (pixels and floats) and attention, against
 #           `minivit predict --json` and `minivit attention`'s .npy files
-#   deb     `cpack -G DEB`, unpacked with dpkg-deb -x: the packaged `minivit --version`,
-#           `predict`, and the C example built against the unpacked tree through pkg-config
+#   deb     `cpack -G DEB`: the program, the library, its -dev files and the Python wrapper
+#           each in its own package, with the dependencies between them; all four unpacked
+#           with dpkg-deb -x into one tree, where the packaged `minivit --version`, `predict`,
+#           the C example built through pkg-config and the Python wrapper are checked
 # usage: check_installed.sh MODE BUILD_DIR SOURCE_DIR WORKDIR
 set -euo pipefail
 mode=$1
@@ -23,15 +25,36 @@ fail() {
 prefix=$work/prefix
 if [[ $mode == deb ]]; then
   (cd "$build" && cpack -G DEB -B "$work/packages" > "$work/cpack.txt") || fail "cpack: $(cat "$work/cpack.txt")"
-  deb=$(ls "$work"/packages/minivit_*.deb)
-  dpkg-deb -I "$deb" > "$work/control.txt"
-  grep -q "^ Depends:.*libopenblas" "$work/control.txt" || fail "no libopenblas in Depends: $(cat "$work/control.txt")"
-  dpkg-deb -c "$deb" > "$work/contents.txt"
-  for f in usr/bin/minivit usr/include/minivit.h usr/lib/libminivit.so.0.1.0 usr/lib/libminivit.a \
-    usr/lib/cmake/minivit/minivitConfig.cmake usr/lib/pkgconfig/minivit.pc; do
-    grep -q "\./$f\$" "$work/contents.txt" || fail "the package lacks $f"
+  package_files() {  # $1: package name; its files, one a line, without the leading ./
+    dpkg-deb -c "$work/packages/$1"_0.1.0_*.deb | awk '$1 !~ /^d/ {print substr($6, 3)}'
+  }
+  field() {  # $1: package name, $2: control field
+    dpkg-deb -f "$work/packages/$1"_0.1.0_*.deb "$2"
+  }
+  expect_files() {  # $1: package name, then exactly the files it must hold
+    local name=$1
+    shift
+    diff <(printf '%s\n' "$@" | sort) <(package_files "$name" | sort) > "$work/files.txt" ||
+      fail "$name holds other files than expected: $(cat "$work/files.txt")"
+  }
+  expect_files minivit usr/bin/minivit
+  expect_files libminivit0 usr/lib/libminivit.so.0 usr/lib/libminivit.so.0.1.0
+  expect_files libminivit-dev usr/include/minivit.h usr/lib/libminivit.so usr/lib/libminivit.a \
+    usr/lib/cmake/minivit/minivitConfig.cmake usr/lib/cmake/minivit/minivitConfigVersion.cmake \
+    usr/lib/cmake/minivit/minivitTargets.cmake usr/lib/cmake/minivit/minivitTargets-release.cmake \
+    usr/lib/pkgconfig/minivit.pc
+  expect_files python3-minivit usr/share/minivit/python/minivit.py
+  for name in minivit libminivit0; do
+    field "$name" Depends | grep -q "libopenblas0" || fail "no libopenblas0 in $name's Depends: $(field "$name" Depends)"
   done
-  dpkg-deb -x "$deb" "$work/root"
+  for name in libminivit-dev python3-minivit; do
+    field "$name" Depends | grep -q "libminivit0 (= 0.1.0)" || fail "$name does not depend on libminivit0 (= 0.1.0)"
+  done
+  field python3-minivit Depends | grep -q "python3-numpy" || fail "python3-minivit does not depend on python3-numpy"
+  [[ $(field python3-minivit Architecture) == all ]] || fail "python3-minivit is not Architecture: all"
+  for deb in "$work"/packages/*.deb; do
+    dpkg-deb -x "$deb" "$work/root"
+  done
   prefix=$work/root/usr
   "$prefix/bin/minivit" --version | grep -q "0.1.0" || fail "the packaged minivit --version"
 else
@@ -81,8 +104,8 @@ case $mode in
       fail "a config file loaded as a checkpoint"
     fi
     grep -q "tiny.toml" "$work/bad.txt" || fail "no message naming the file: $(cat "$work/bad.txt")"
-    ;;
-  python)
+    ;;&  # deb goes on to the Python wrapper
+  python | deb)
     "$minivit" attention --checkpoint "$ckpt" --image "${images[0]}" --out "$work/attention" > /dev/null
     # Debian's Python, where python3-numpy installs.
     /usr/bin/python3 - "$prefix/share/minivit/python" "$ckpt" "$work" "${images[@]}" << 'PY'
@@ -156,6 +179,7 @@ except minivit.Error as e:
 print("python: predict on %d images and one image's attention match the CLI" % len(images))
 PY
     ;;
+  c) ;;
   *) fail "unknown mode" ;;
 esac
 echo "$mode: the installed minivit gives the answers of minivit predict"
