@@ -404,6 +404,17 @@ TEST_CASE("bench reports throughput and the kernels in use, and MINIVIT_GEMM pic
   }
 }
 
+// A bench option refused before any work: exit 1, one stderr line saying `message`, nothing
+// on stdout, and no JSON written.
+static void check_bench_refused(const RunResult& r, const std::string& message,
+                                const std::string& json) {
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains(message));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.out.empty());
+  CHECK_FALSE(fs::exists(json));
+}
+
 TEST_CASE("bench reports single-image latency, and --latency-images sets or skips it", "[cli]") {
   TempDir dir("cli_bench_latency");
   const std::string config = dir.str("tiny.toml"), json = dir.str("bench.json");
@@ -455,11 +466,8 @@ TEST_CASE("bench reports single-image latency, and --latency-images sets or skip
 
   SECTION("a negative count is an error naming the option, before any work, and no JSON") {
     const RunResult r = run_minivit(args + " --latency-images -1");
-    CHECK(r.exit_code == 1);
-    CHECK_THAT(r.err, Contains("--latency-images: must be 0") && Contains("got -1"));
-    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-    CHECK(r.out.empty());
-    CHECK_FALSE(fs::exists(json));
+    check_bench_refused(r, "--latency-images: must be 0", json);
+    CHECK_THAT(r.err, Contains("got -1"));
   }
 }
 
@@ -562,12 +570,8 @@ TEST_CASE("bench --rounds measures every rate that many times and prints the bes
     CHECK_THAT(r.out, Contains("--rounds") && Contains("the best of each"));
   }
   SECTION("fewer than one round is an error naming the option, before any work, and no JSON") {
-    const RunResult r = run_minivit(args + " --rounds 0");
-    CHECK(r.exit_code == 1);
-    CHECK_THAT(r.err, Contains("--rounds: must be at least 1, got 0"));
-    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-    CHECK(r.out.empty());
-    CHECK_FALSE(fs::exists(json));
+    check_bench_refused(run_minivit(args + " --rounds 0"), "--rounds: must be at least 1, got 0",
+                        json);
   }
 }
 
