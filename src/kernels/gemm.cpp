@@ -36,9 +36,9 @@ static void add_residual(const GemmEpilogue& e, int M, int N, float* C, int ldc)
   }
 }
 
-// The epilogue's a_row_sums for kernels that do not take it, rounded as minivit's fp32
-// kernels round a product ones^T op(A)^T into the sums (gemm.h). A is transposed (gemm()
-// checks), so a row of A holds one k of every sum.
+// The epilogue's a_row_sums for OpenBLAS, which does not take it, rounded as minivit's
+// kernels sum them (gemm.h). A is transposed (gemm() checks), so a row of A holds one k of
+// every sum.
 static void add_a_row_sums(int M, int K, const float* A, int lda, float* sums,
                            const uint8_t* k_used) {
   constexpr int kRun = 128, kChunk = 256;
@@ -68,16 +68,11 @@ static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float 
   [[maybe_unused]] const bool bf16 = products.precision == Precision::bf16;
 #if MINIVIT_ISA_LEVEL == 2
   const bool amx_tiles = bf16 && products.kernels == GemmKernels::amx;
-  const bool avx512_bf16 =
-      bf16 && products.kernels == GemmKernels::avx512 && cpu_has_avx512_bf16();
 #else
-  const bool amx_tiles = false, avx512_bf16 = false;
+  const bool amx_tiles = false;
 #endif
-  // The bf16 kernels sum a transposed A's rows as they pack A; the rest take a pass.
-  if (e.a_row_sums && !avx512_bf16 && !amx_tiles)
-    add_a_row_sums(M, K, A, lda, e.a_row_sums, k_used);
 #if MINIVIT_ISA_LEVEL == 2
-  if (avx512_bf16)
+  if (bf16 && products.kernels == GemmKernels::avx512 && cpu_has_avx512_bf16())
     return sgemm_avx512_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
   if (!amx_tiles &&
       (products.kernels == GemmKernels::avx512 || products.kernels == GemmKernels::amx))
@@ -87,7 +82,10 @@ static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float 
   if (products.kernels == GemmKernels::avx2)
     return sgemm_avx2(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e, k_used);
 #endif
-  // The AMX tiles and OpenBLAS store C as it is: the epilogue runs around them.
+  // The AMX tiles and OpenBLAS store C as it is: the epilogue runs around them. The AMX
+  // tiles sum a transposed A's rows as they pack A, as minivit's other kernels do as they
+  // read it.
+  if (e.a_row_sums && !amx_tiles) add_a_row_sums(M, K, A, lda, e.a_row_sums, k_used);
   if (e.bias && !e.residual) {
     seed_bias(e, M, N, C, ldc);
     beta = 1.0f;

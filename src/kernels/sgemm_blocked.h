@@ -101,6 +101,23 @@ void tile(const float* a, int lda, const float* panel, int ldp, BlockSteps block
   finish_tile<kRows>(C, ldc, cols, ep);
 }
 
+// sums[0:rows] += the block's sums of op(A)'s rows, op(A)(r, k) at a[k * lda + r]: each
+// summed in k order from zero, then added on (gemm.h's a_row_sums). Taken while the tiles
+// read the same (kMc, kc) slice of A from L1 and L2; a pass of its own read a weight
+// gradient's dout from memory again.
+template <int kMc>
+void add_block_row_sums(const float* a, int lda, int rows, BlockSteps block, float* sums) {
+  float run[kMc] = {};
+  const int steps = block.used ? block.count : block.kc;
+  for (int step = 0; step < steps; ++step) {
+    const float* a_k = a + int64_t(block.used ? block.used[step] : step) * lda;
+#pragma omp simd
+    for (int r = 0; r < rows; ++r) run[r] += a_k[r];
+  }
+#pragma omp simd
+  for (int r = 0; r < rows; ++r) sums[r] += run[r];
+}
+
 // Tiles of Isa::kMr rows, and one of `rows` < kMr at the bottom edge.
 template <class Isa, bool kTransA, bool kListed, int kRows = Isa::kMr>
 void tile_rows(int rows, const float* a, int lda, const float* panel, int ldp, BlockSteps block,
@@ -127,6 +144,7 @@ void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans
            const float* B, int ldb, float beta, float* C, int ldc, const GemmEpilogue& epilogue,
            const uint8_t* k_used) {
   constexpr int kNr = Isa::kLanes * Isa::kVecs, kKc = Isa::kKc, kMc = Isa::kMc, kMr = Isa::kMr;
+  static_assert(kKc == 128, "a_row_sums are summed in the blocks of k, 128 long (gemm.h)");
   if (K <= 0) {  // an empty sum: C = beta * C, as BLAS defines it, then the epilogue
     for (int i = 0; i < M; ++i)
       for (int j = 0; j < N; ++j) {
@@ -172,6 +190,10 @@ void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans
       }
       for (int i0 = 0; i0 < M; i0 += kMc) {
         const int i1 = std::min(M, i0 + kMc);
+        if constexpr (kTransA)
+          if (epilogue.a_row_sums && p0 == 0)
+            add_block_row_sums<kMc>(A + int64_t(k0) * lda + i0, lda, i1 - i0, block,
+                                    epilogue.a_row_sums + i0);
         for (int p = p0; p < p1; ++p) {
           const int j0 = p * kNr, cols = std::min(kNr, N - j0);
           const float* panel =

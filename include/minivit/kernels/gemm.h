@@ -42,9 +42,10 @@ namespace minivit {
 // Apart from C, a_row_sums: [M] += the sums of op(A)'s rows over k, what a product
 // ones^T op(A)^T into it with beta = 1 by minivit's fp32 kernels gives, bit for bit: each
 // block of 128 k summed in order from zero, then added on (k_used's k skipped). A weight
-// gradient dW += dout^T x takes its bias gradient db += 1^T dout so, and the bf16 kernel
-// sums dout as it packs it for the product, where a product of its own read dout again
-// from beyond the L2 cache. Any beta; A transposed only, as a weight gradient's dout^T is.
+// gradient dW += dout^T x takes its bias gradient db += 1^T dout so, and minivit's kernels
+// sum each block of dout as they read or pack it for the product, where a product or a
+// pass of its own read dout again from beyond the L2 cache. Any beta; A transposed only,
+// as a weight gradient's dout^T is.
 struct GemmEpilogue {
   const float* bias = nullptr;      // [N]
   const float* residual = nullptr;  // (M, N), row stride ld_residual
