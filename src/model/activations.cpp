@@ -54,6 +54,7 @@ enum class Needs : uint8_t {
   with_conv_stem_in_training,  // training with model.patch_embed = "conv"
   stem_hidden,              // a stem stage before the last (the last writes patches)
   stem_hidden_in_training,  // the same, training
+  stem_hidden_with_patch_drop,  // the same, training with patch dropout
   stem_input_grad,          // training, a stem stage after the first
   with_stem_patch_drop,     // training with patch dropout behind a conv stem
   with_stem_patch_drop_input_grad,  // the same, with a stem of two stages or more
@@ -174,6 +175,7 @@ const BufferSpec<Stm> kStemBuffers[] = {
     {"stem_dpre", &Stm::dpre, {B, StemRows, StemOut, one}, in_training},
     {"stem_dcols", &Stm::dcols, {B, StemRows, StemCols, one}, stem_input_grad},
     {"stem_weight_t", &Stm::weight_t, {StemCols, StemOut, one, one}, always},
+    {"stem_read", &Stm::read, {B, StemRows, one, one}, stem_hidden_with_patch_drop},
 };
 
 // Threads the attention core may use: the pool's size, or the core count if larger, so
@@ -253,6 +255,8 @@ bool needed(Needs needs, const ModelConfig& c, Purpose purpose, int stage) {
       return hidden_stage;
     case stem_hidden_in_training:
       return training && hidden_stage;
+    case stem_hidden_with_patch_drop:
+      return c.drops_patches(training) && hidden_stage;
     case stem_input_grad:
       return training && stage > 0;
     case with_stem_patch_drop:

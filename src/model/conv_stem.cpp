@@ -38,6 +38,16 @@ void stem_forward_chunk(const ViT& model, Activations& acts, const float* images
   const ModelConfig& c = model.config;
   const int stages = c.stem_stages();
   auto at = [b0](auto* buffer, int64_t per_image) { return at_image(buffer, b0, per_image); };
+  // With patch dropout a stage before the last computes only the positions that the kept
+  // windows above it read (about half of them with three quarters dropped); the others stay
+  // zero, feed nothing forward and take zero gradients.
+  auto read_of = [&](int s) {
+    return at(acts.stem[size_t(s)].read, int64_t(c.stem_side(s)) * c.stem_side(s));
+  };
+  if (keep)
+    for (int s = stages - 2; s >= 0; --s)
+      conv3x3_s2_windows_read(read_of(s), s + 2 == stages ? keep : read_of(s + 1), n,
+                              c.stem_side(s));
   const float* inp = images;
   for (int s = 0; s < stages; ++s) {
     const StageShape shape(c, s);
@@ -48,9 +58,10 @@ void stem_forward_chunk(const ViT& model, Activations& acts, const float* images
     float* cols = at(a.cols, int64_t(shape.R) * shape.I);
     float* out = last ? at(acts.patches, int64_t(shape.R) * shape.O)
                       : at(a.out, int64_t(shape.R) * shape.O);
-    // The last stage's dropped positions feed nothing forward and take zero gradients, so
-    // their windows are not gathered.
-    conv3x3_s2_gather(cols, inp, n, c.stem_in(s), shape.side_in, s == 0, last ? keep : nullptr);
+    // The positions left out (the last stage's dropped ones, and those of a stage before it
+    // that no kept window reads) are not gathered.
+    const uint8_t* positions = !keep ? nullptr : last ? keep : read_of(s);
+    conv3x3_s2_gather(cols, inp, n, c.stem_in(s), shape.side_in, s == 0, positions);
     if (last && keep) {
       // The convolution at the kept positions only.
       const int K = c.kept_patches();
@@ -67,7 +78,8 @@ void stem_forward_chunk(const ViT& model, Activations& acts, const float* images
     float* pre = at(a.pre, int64_t(shape.R) * shape.O);
     linear_forward(pre, cols, weight, nullptr, n * shape.R, shape.I, shape.O,
                    acts.products(false));
-    bias_gelu_forward(out, pre, w.bias, int64_t(n) * shape.R, shape.O, keep_gelu_slope);
+    bias_gelu_forward(out, pre, w.bias, int64_t(n) * shape.R, shape.O, keep_gelu_slope,
+                      positions);
     inp = out;
   }
 }
@@ -100,9 +112,10 @@ void stem_backward(ViT& model, Activations& acts, int B, bool kept_only) {
     // and pieces as without patch dropout; the products skip a dropped one's zero rows.
     const float* weight = model.w.stem[size_t(s)].weight;
     StemParams& g = model.g.stem[size_t(s)];
+    const uint8_t* positions = !kept_only ? nullptr : kept_rows ? acts.patch_keep : a.read;
     for (int piece = 0; piece < linear_param_pieces(shape.I, shape.O); ++piece)
       linear_backward_params(g.weight, g.bias, a.dpre, a.cols, int(rows), shape.I, shape.O,
-                             piece, acts.products(false), kept_rows ? acts.patch_keep : nullptr);
+                             piece, acts.products(false), positions);
     if (s == 0) break;  // the images take no gradient
     float* dcols = kept_rows ? acts.dkept_cols : a.dcols;
     linear_backward_input(dcols, dpre, weight, int(input_rows), shape.I, shape.O, false,

@@ -14,8 +14,9 @@ MINIVIT_ISA_BEGIN
 // stem_backward then multiplies by. With `keep` (the chunk's rows of
 // Activations::patch_keep: a training forward with patch dropout) the last stage runs on the
 // kept positions alone, into Activations::kept_pre and kept_patches, and leaves `patches`
-// zero at the dropped ones; its windows are still gathered at every position, for the
-// weight gradient (stem_backward).
+// zero at the dropped ones; a stage before it computes only the positions that the kept
+// windows read (StemActivations::read) and leaves the others zero. The windows of the
+// positions left out are gathered as zero rows, which the weight gradients skip.
 void stem_forward_chunk(const ViT& model, Activations& acts, const float* images, int b0, int n,
                         bool keep_gelu_slope, const uint8_t* keep = nullptr);
 

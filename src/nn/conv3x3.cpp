@@ -182,6 +182,19 @@ void conv3x3_s2_gather(float* rows, const float* inp, int B, int C, int S, bool 
   });
 }
 
+void conv3x3_s2_windows_read(uint8_t* read, const uint8_t* outputs, int B, int S) {
+  const int So = conv3x3_s2_side(S);
+  std::fill_n(read, int64_t(B) * S * S, uint8_t(0));
+  for (int64_t b = 0; b < B; ++b)
+    for (int oy = 0; oy < So; ++oy)
+      for (int ox = 0; ox < So; ++ox) {
+        if (!outputs[(b * So + oy) * So + ox]) continue;
+        for (int y = std::max(0, 2 * oy - 1); y <= std::min(S - 1, 2 * oy + 1); ++y)
+          for (int x = std::max(0, 2 * ox - 1); x <= std::min(S - 1, 2 * ox + 1); ++x)
+            read[(b * S + y) * S + x] = 1;
+      }
+}
+
 void conv3x3_s2_scatter(float* dinp, const float* drows, int B, int C, int S,
                         const uint8_t* keep, int kept) {
   const int So = conv3x3_s2_side(S);

@@ -14,11 +14,16 @@ MINIVIT_ISA_BEGIN
 // rate; each lane's arithmetic is the same, so the bits are too.
 
 void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int M,
-                       bool slope_in_pre) {
+                       bool slope_in_pre, const uint8_t* rows_used) {
   for_ranges(R, R * M > 65536, [&](int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     float* h = pre + r * M;
     float* y = out + r * M;
+    if (rows_used && !rows_used[r]) {
+      std::fill_n(h, M, 0.0f);
+      std::fill_n(y, M, 0.0f);
+      continue;
+    }
     if (slope_in_pre) {
 #pragma omp simd simdlen(16)
       for (int m = 0; m < M; ++m) h[m] += bias[m];

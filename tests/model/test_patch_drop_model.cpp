@@ -56,7 +56,17 @@ TEST_CASE("whole-model gradients with patch dropout match finite differences",
     check_model_gradients(c);
   }
   // Behind a conv stem the last stage and the projection run on the kept patches alone, and
-  // their gradients come back to every position through the kept ones.
+  // their gradients come back to every position through the kept ones; the stages before
+  // it, at the positions the kept windows read.
+  SECTION("a conv stem of three stages") {
+    ModelConfig c = patch_drop_config(PoolKind::mean);
+    c.patch_embed = PatchEmbedKind::conv;
+    c.stem_channels = 2;
+    c.image_size = 16;
+    c.patch_size = 8;  // 4 patches, 2 kept
+    REQUIRE(c.stem_stages() == 3);
+    check_model_gradients(c);
+  }
   SECTION("a conv stem of two stages, then of one") {
     ModelConfig c = patch_drop_config(PoolKind::mean);
     c.patch_embed = PatchEmbedKind::conv;
@@ -70,13 +80,32 @@ TEST_CASE("whole-model gradients with patch dropout match finite differences",
   }
 }
 
-TEST_CASE("patch dropout behind a conv stem: the kept patches' stem outputs and tokens are "
-          "those of a forward over every patch, the dropped ones' rows zero",
-          "[model][patch_drop]") {
-  ModelConfig c = patch_drop_config(PoolKind::mean);
-  c.patch_embed = PatchEmbedKind::conv;
-  c.stem_channels = 3;
-  c.image_size = 16;  // 16 patches, 8 kept
+// A stage before the last: at the positions the kept windows read, the outputs of a forward
+// over every patch; zero at the others, its GELU slope too, so that they take no gradient.
+static void check_hidden_stage(const ModelConfig& c, const Activations& training,
+                        const Activations& every, int B, int s) {
+  const StemActivations &kept = training.stem[size_t(s)], &all = every.stem[size_t(s)];
+  const int positions = c.stem_side(s) * c.stem_side(s), O = c.stem_out(s);
+  int read = 0;
+  for (int i = 0; i < B * positions; ++i) {
+    INFO("stage " << s << " position " << i);
+    const float* got = kept.out + int64_t(i) * O;
+    const float* slope = kept.pre + int64_t(i) * O;
+    if (kept.read[i]) {
+      ++read;
+      CHECK(std::equal(got, got + O, all.out + int64_t(i) * O));
+    } else {
+      CHECK(std::all_of(got, got + O, [](float v) { return v == 0.0f; }));
+      CHECK(std::all_of(slope, slope + O, [](float v) { return v == 0.0f; }));
+    }
+  }
+  CHECK(read > 0);
+  CHECK(read < B * positions);
+}
+
+// The stem's outputs and the first block's tokens of a training forward with patch dropout
+// against a forward over every patch.
+static void check_kept_stem_outputs(const ModelConfig& c) {
   ViT model(c);
   model.init(4);
   const int B = 3, N = c.patches(), PL = c.patch_len(), D = c.dim;
@@ -97,6 +126,22 @@ TEST_CASE("patch dropout behind a conv stem: the kept patches' stem outputs and 
     }
   }
   CHECK(kept == B * c.kept_patches());
+  for (int s = 0; s + 1 < c.stem_stages(); ++s) check_hidden_stage(c, training, every, B, s);
+}
+
+TEST_CASE("patch dropout behind a conv stem: the kept patches' stem outputs and tokens are "
+          "those of a forward over every patch, the dropped ones' rows zero",
+          "[model][patch_drop]") {
+  ModelConfig c = patch_drop_config(PoolKind::mean);
+  c.patch_embed = PatchEmbedKind::conv;
+  c.stem_channels = 3;
+  c.image_size = 16;
+  c.patch_size = 4;  // 16 patches, 8 kept, behind two stages
+  REQUIRE(c.stem_stages() == 2);
+  check_kept_stem_outputs(c);
+  c.patch_size = 8;  // 4 patches, 2 kept, behind three stages
+  REQUIRE(c.stem_stages() == 3);
+  check_kept_stem_outputs(c);
 }
 
 TEST_CASE("evaluation with patch dropout is the model without it", "[model][patch_drop]") {

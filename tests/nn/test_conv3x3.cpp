@@ -139,6 +139,38 @@ TEST_CASE("a gather with a keep mask writes the kept positions' rows and zeros t
   }
 }
 
+TEST_CASE("the windows read: each input position that a marked output's window covers",
+          "[layers][conv]") {
+  for (const int S : {7, 8, 16}) {
+    const int B = 3, So = conv3x3_s2_side(S);
+    INFO("side " << S);
+    // Image 0 marks every fifth output, image 1 none, image 2 all.
+    std::vector<uint8_t> outputs(size_t(B) * So * So, 0), read(size_t(B) * S * S, 7);
+    for (int p = 0; p < So * So; ++p) {
+      outputs[size_t(p)] = p % 5 == 0;
+      outputs[size_t(2 * So * So + p)] = 1;
+    }
+    conv3x3_s2_windows_read(read.data(), outputs.data(), B, S);
+    int marked = 0;
+    for (int b = 0; b < B; ++b)
+      for (int y = 0; y < S; ++y)
+        for (int x = 0; x < S; ++x) {
+          bool covered = false;
+          for (int oy = 0; oy < So; ++oy)
+            for (int ox = 0; ox < So; ++ox)
+              covered |= outputs[size_t((b * So + oy) * So + ox)] && std::abs(y - 2 * oy) <= 1 &&
+                         std::abs(x - 2 * ox) <= 1;
+          const uint8_t got = read[size_t((b * S + y) * S + x)];
+          INFO("image " << b << " (" << y << ", " << x << ")");
+          REQUIRE(got == uint8_t(covered));
+          marked += got;
+        }
+    // Every fifth output reads part of image 0 and not all of it; image 2 reads all of it.
+    CHECK(marked > S * S);
+    CHECK(marked < 2 * S * S);
+  }
+}
+
 TEST_CASE("the scatter is the gather's adjoint: <gather x, y> = <x, scatter y>",
           "[layers][conv][grad]") {
   const int B = 3;

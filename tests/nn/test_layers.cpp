@@ -261,6 +261,32 @@ TEST_CASE("a training forward's GELU slope gives backward's gradient bit for bit
   REQUIRE(std::memcmp(from_pre.data(), from_slope.data(), sizeof(float) * size_t(n)) == 0);
 }
 
+TEST_CASE("GELU over the rows in use: the others zero in output and slope, the rest unchanged",
+          "[layers][gelu]") {
+  const int R = 300, M = 100;  // enough rows for the pool to cut them
+  const int64_t n = int64_t(R) * M;
+  const auto x = random_vector(n, 4.0f, 28), bias = random_vector(M, 0.5f, 29);
+  std::vector<uint8_t> used(static_cast<size_t>(R));
+  for (int r = 0; r < R; ++r) used[size_t(r)] = r % 3 != 1;
+  for (bool slope_in_pre : {false, true}) {
+    std::vector<float> pre = x, y(n), pre_all = x, y_all(n);
+    bias_gelu_forward(y.data(), pre.data(), bias.data(), R, M, slope_in_pre, used.data());
+    bias_gelu_forward(y_all.data(), pre_all.data(), bias.data(), R, M, slope_in_pre);
+    for (int r = 0; r < R; ++r) {
+      INFO("slope in pre " << slope_in_pre << ", row " << r);
+      const size_t at = size_t(r) * M;
+      if (used[size_t(r)]) {
+        REQUIRE(std::memcmp(y.data() + at, y_all.data() + at, sizeof(float) * M) == 0);
+        REQUIRE(std::memcmp(pre.data() + at, pre_all.data() + at, sizeof(float) * M) == 0);
+      } else {
+        REQUIRE(std::all_of(y.begin() + at, y.begin() + at + M, [](float v) { return v == 0; }));
+        REQUIRE(std::all_of(pre.begin() + at, pre.begin() + at + M,
+                            [](float v) { return v == 0; }));
+      }
+    }
+  }
+}
+
 TEST_CASE("fc1 and fc2 with GELU's slope in their products' stores give the separate passes' "
           "bits", "[layers][gelu]") {
   // This level's own kernels, as a CPU of this level runs them: MLP widths that end in a

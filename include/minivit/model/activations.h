@@ -63,6 +63,8 @@ struct StemActivations {
   float* dcols;  // (B, R, I) gradient at cols (training, stages after the first: the
                  // image's pixels take no gradient)
   float* weight_t;  // (I, O) the stage's weight transposed, as forward reads it
+  uint8_t* read;    // (B, R) 1 at the positions the next stage's windows read, a stage
+                    // before the last in a training forward with patch dropout
 };
 
 // Where a step's time goes, for the benchmark. Counted while an Activations points at one:

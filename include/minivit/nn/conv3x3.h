@@ -31,5 +31,10 @@ void conv3x3_s2_gather(float* rows, const float* inp, int B, int C, int S, bool 
 void conv3x3_s2_scatter(float* dinp, const float* drows, int B, int C, int S,
                         const uint8_t* keep = nullptr, int kept = 0);
 
+// read (B, S, S) = 1 at each input position that the window of an output position marked in
+// `outputs` (B, S_out^2) covers, else 0: with patch dropout behind a stem of several stages,
+// the positions of a stage that the next stage's kept windows read (conv_stem.cpp).
+void conv3x3_s2_windows_read(uint8_t* read, const uint8_t* outputs, int B, int S);
+
 MINIVIT_ISA_END
 }  // namespace minivit

@@ -11,9 +11,11 @@ MINIVIT_ISA_BEGIN
 //   pre (R, M) += bias (M) on every row;  out = gelu(pre)
 // pre keeps the biased value, which is what gelu_backward needs; with slope_in_pre (a
 // training forward) it keeps gelu'(pre) instead, which is what gelu_backward_slope needs:
-// the slope shares the forward's erfc, and backward then only multiplies.
+// the slope shares the forward's erfc, and backward then only multiplies. With rows_used (R),
+// a row marked 0 is set to zero in both out and pre instead: a row that nothing reads
+// (conv_stem.cpp), whose zero slope then gives it a zero gradient.
 void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int M,
-                       bool slope_in_pre = false);
+                       bool slope_in_pre = false, const uint8_t* rows_used = nullptr);
 
 // dinp += dout * gelu'(inp); with add_into false dinp is set instead, sparing the pass that
 // would clear it first (the same bits: the product plus zero).
