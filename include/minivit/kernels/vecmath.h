@@ -102,29 +102,11 @@ inline float gelu_slope_inline(float x) {
 }
 
 // gelu_out[j] = GELU(x[j]), and x[j] becomes GELU's slope there, for j < n: the forward of a
-// training step, which leaves backward only a product to take. The slopes are computed in
-// whole vectors of 16 lanes, the last one padded, as gelu_backward's flat pass computes
-// them: a scalar remainder loop contracts the slope's arithmetic into other FMAs and rounds
-// it differently. Not inlined: inlined into each of a product kernel's tile shapes, the
-// compiler contracted the slope's multiplies and adds differently from one shape to the next.
-[[gnu::noinline]] inline void gelu_and_slope(float* gelu_out, float* x, int n) {
-  const int whole = n / 16 * 16;
-#pragma omp simd simdlen(16)
-  for (int j = 0; j < whole; ++j) {
-    const float v = x[j];
-    gelu_out[j] = gelu_inline(v);
-    x[j] = gelu_slope_inline(v);
-  }
-  if (whole == n) return;
-  float tail[16] = {}, slope[16];
-  for (int j = whole; j < n; ++j) tail[j - whole] = x[j];
-#pragma omp simd simdlen(16)
-  for (int l = 0; l < 16; ++l) slope[l] = gelu_slope_inline(tail[l]);
-  for (int j = whole; j < n; ++j) {
-    gelu_out[j] = gelu_inline(x[j]);
-    x[j] = slope[j - whole];
-  }
-}
+// training step, which leaves backward only a product to take. Defined once, in
+// src/kernels/gelu_and_slope.cpp (see there), for the layer and the product kernels' GELU
+// epilogue alike: inlined into each of a kernel's tile shapes, the compiler contracted the
+// slope's multiplies and adds differently from one shape to the next.
+void gelu_and_slope(float* gelu_out, float* x, int n);
 
 MINIVIT_ISA_END
 }  // namespace minivit
