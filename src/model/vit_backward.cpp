@@ -49,7 +49,7 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
             H = c.heads;
   const int64_t TD = int64_t(T) * D, TM = int64_t(T) * M, HTT = int64_t(H) * T * T;
   const int BT = n * T;
-  const int64_t BTD = int64_t(BT) * D, BTM = int64_t(BT) * M;
+  const int64_t BTM = int64_t(BT) * M;
   auto at = [b0](auto* buffer, int64_t per_image) { return at_image(buffer, b0, per_image); };
   d_out = at(d_out, TD);
   d_mid = at(d_mid, TD);
@@ -93,7 +93,6 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
   const uint8_t* att_mask = at(a.att_mask, HTT);
   if (a.att_grad)
     attention_weights_grad(at(a.att_grad, HTT), datt_out, qkv, att_mask, n, T, D, H, p_att);
-  zero(dqkv, 3 * BTD);
   {
     AttentionTimer timer(acts.profile);
     const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};

@@ -175,7 +175,7 @@ void scores_backward(int i0, const Head& hd, float* dq, QueryRows q, const float
       const bool apart = hd.form == AttentionForm::lsa;
       float* dq_rows = apart ? w.dqhat + int64_t(i0) * Dh : dq + int64_t(i0) * 3 * D;
       rows_times_x_dispatch<kDh, R>(dq_rows, apart ? Dh : 3 * D, g, Tp, k, 3 * D, T, Dh,
-                                    !apart);          // dq += dS K, or lsa's dqhat = dS K
+                                    false);           // dq = dS K, or lsa's dqhat = dS K
       add_outer<kDh, R>(w.dk, g, Tp, qi, q.ld, T, Dh);                // dK += dS^T q
       break;
     }
@@ -283,6 +283,11 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
   transpose_head<kDh>(w.kt, v, 3 * D, T, Dh);  // V^T for dP' = dO V^T
   std::fill_n(w.dk, int64_t(T) * Dh, 0.0f);
   std::fill_n(w.dv, int64_t(T) * Dh, 0.0f);
+  // The head's columns of dqkv are set, not added to. The dot forms store dq row block by
+  // row block; cosine and additive sum into dq (cosine into dK too), so those start at zero.
+  if (hd.form == AttentionForm::cosine || hd.form == AttentionForm::additive)
+    zero_head_columns(dq, 3 * D, T, Dh);
+  if (hd.form == AttentionForm::cosine) zero_head_columns(dk, 3 * D, T, Dh);
   QueryRows rows{q, 3 * D};
   if (hd.form == AttentionForm::cosine) {
     normalise_rows(w.qhat, w.norms, q, 3 * D, T, Dh);
@@ -309,26 +314,26 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
     add_through_normalisation(dq, 3 * D, w.dqhat, w.qhat, w.norms, T, Dh);
     add_through_normalisation(dk, 3 * D, w.dk, w.khat, w.norms + T, T, Dh);
   } else if (hd.form == AttentionForm::lsa) {
-    // dl = sum_i q_i . (dS_i K), dS holding the temperature already; then dS K joins dq.
+    // dl = sum_i q_i . (dS_i K), dS holding the temperature already; dS K is dq.
     float dl = 0.0f;
     for (int j = 0; j < T; ++j)
       for (int d = 0; d < Dh; ++d) {
         const float share = w.dqhat[int64_t(j) * Dh + d];
         dl += q[int64_t(j) * 3 * D + d] * share;
-        dq[int64_t(j) * 3 * D + d] += share;
+        dq[int64_t(j) * 3 * D + d] = share;
       }
     dscore[0] = hd.scale_capped ? 0.0f : dl;
   } else if (hd.form == AttentionForm::additive && !hd.additive_exps) {
     const int Tp = padded_tokens(T);
     for (int j = 0; j < T; ++j)
-      for (int d = 0; d < Dh; ++d) dk[int64_t(j) * 3 * D + d] += w.dkt[int64_t(d) * Tp + j];
+      for (int d = 0; d < Dh; ++d) dk[int64_t(j) * 3 * D + d] = w.dkt[int64_t(d) * Tp + j];
   }
   const bool dk_in_rows = hd.form == AttentionForm::scaled_dot || hd.form == AttentionForm::dot ||
                           hd.form == AttentionForm::lsa || hd.additive_exps;  // else above
   for (int j = 0; j < T; ++j)
     for (int d = 0; d < Dh; ++d) {
-      if (dk_in_rows) dk[int64_t(j) * 3 * D + d] += w.dk[int64_t(j) * Dh + d];
-      dv[int64_t(j) * 3 * D + d] += w.dv[int64_t(j) * Dh + d];
+      if (dk_in_rows) dk[int64_t(j) * 3 * D + d] = w.dk[int64_t(j) * Dh + d];
+      dv[int64_t(j) * 3 * D + d] = w.dv[int64_t(j) * Dh + d];
     }
 }
 

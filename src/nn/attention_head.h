@@ -173,6 +173,11 @@ inline void normalise_rows(float* __restrict xhat, float* __restrict norms, cons
   }
 }
 
+// x (T, Dh; row stride ld) = 0: a head's columns of q, k or v in a (T, 3D) matrix.
+inline void zero_head_columns(float* x, int ld, int T, int Dh) {
+  for (int j = 0; j < T; ++j) std::fill_n(x + int64_t(j) * ld, Dh, 0.0f);
+}
+
 // dx (T, Dh; row stride ld) += the gradient at x of xhat = x / max(|x|, eps), given dxhat:
 // (dxhat - xhat (xhat . dxhat)) / |x|, or dxhat / eps where the floor is in force.
 inline void add_through_normalisation(float* __restrict dx, int ld, const float* __restrict dxhat,

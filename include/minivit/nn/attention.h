@@ -65,7 +65,7 @@ void attention_forward(float* out, float* att, uint8_t* att_mask, const float* q
                        uint64_t dropout_key, float* scratch, int slots,
                        int64_t mask_first_index = 0);
 
-// Adds into dqkv (B, T, 3D) and the score parameters' gradients.
+// Sets dqkv (B, T, 3D), whatever it held; adds into the score parameters' gradients.
 void attention_backward(float* dqkv, const AttentionScoreGrad& dscore, const float* dout,
                         const float* qkv, const float* att, const uint8_t* att_mask, int B,
                         int T, int D, int H, const AttentionScore& score, float dropout_p,
