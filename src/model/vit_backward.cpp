@@ -232,7 +232,6 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   // tokens = [cls;] patch_proj + pos;  patch_proj = linear(patches). A fixed sin-cos table
   // takes no gradient.
   float* dpos = c.pos_embed == PosEmbedKind::learned ? g.pos_embed : nullptr;
-  zero(acts.dpatch_proj, int64_t(B) * N * D);
   if (c.has_cls_token())
     embed_tokens_backward(acts.dpatch_proj, g.cls_token, dpos, dx, B, N, D);
   else
@@ -252,13 +251,14 @@ void vit_backward(ViT& model, Activations& acts, int B) {
       patch_drop_forward(acts.dkept_patch_proj + b0 * kept * D, acts.dpatch_proj + b0 * N * D,
                          acts.patch_keep + b0 * N, int(b1 - b0), 0, N, kept, D);
     });
-    zero(acts.dkept_patches, int64_t(B) * kept * PL);
     linear_backward_input(acts.dkept_patches, acts.dkept_patch_proj, w.patch_w, B * kept, PL, D,
-                          true, acts.products(false));
+                          false, acts.products(false));
   } else {
-    if (stem) zero(acts.dpatches, int64_t(B) * N * PL);
-    linear_backward(stem ? acts.dpatches : nullptr, g.patch_w, g.patch_b, acts.dpatch_proj,
-                    acts.patches, w.patch_w, B * N, PL, D, acts.products(false));
+    if (stem)
+      linear_backward_input(acts.dpatches, acts.dpatch_proj, w.patch_w, B * N, PL, D, false,
+                            acts.products(false));
+    linear_backward(nullptr, g.patch_w, g.patch_b, acts.dpatch_proj, acts.patches, w.patch_w,
+                    B * N, PL, D, acts.products(false));
   }
   if (stem) stem_backward(model, acts, B, kept_only);
 }

@@ -85,14 +85,15 @@ static void add_batch_sums(float* dsum, const float* dtokens, int B, int64_t TD,
   });
 }
 
-static void add_patch_rows(float* dpatch_proj, const float* dtokens, int B, int N, int D,
+// 0 + the gradient, as adding into zeros rounds it (a zero's sign included).
+static void set_patch_rows(float* dpatch_proj, const float* dtokens, int B, int N, int D,
                            int64_t first_patch_row) {
   const int64_t TD = (first_patch_row + N) * int64_t(D);
   for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const float* src = dtokens + b * TD + first_patch_row * D;
       float* dst = dpatch_proj + int64_t(b) * N * D;
-      for (int64_t i = 0; i < int64_t(N) * D; ++i) dst[i] += src[i];
+      for (int64_t i = 0; i < int64_t(N) * D; ++i) dst[i] = 0.0f + src[i];
     }
   });
 }
@@ -107,7 +108,7 @@ void embed_tokens_backward(float* dpatch_proj, float* dcls_token, float* dpos_em
   } else {
     add_batch_sums(dcls_token, dtokens, B, TD, D);
   }
-  add_patch_rows(dpatch_proj, dtokens, B, N, D, 1);
+  set_patch_rows(dpatch_proj, dtokens, B, N, D, 1);
 }
 
 void embed_patch_tokens_forward(float* tokens, const float* patch_proj, const float* pos_embed,
@@ -129,7 +130,7 @@ void embed_patch_tokens_backward(float* dpatch_proj, float* dpos_embed, const fl
                                  int B, int N, int D) {
   const int64_t ND = int64_t(N) * D;
   if (dpos_embed) add_batch_sums(dpos_embed, dtokens, B, ND, ND);
-  add_patch_rows(dpatch_proj, dtokens, B, N, D, 0);
+  set_patch_rows(dpatch_proj, dtokens, B, N, D, 0);
 }
 
 MINIVIT_ISA_END

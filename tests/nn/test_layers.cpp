@@ -413,7 +413,9 @@ TEST_CASE("token embedding backward matches finite differences", "[layers][patch
   const int B = 3, N = 4, D = 5, T = N + 1;
   auto proj = random_vector(B * N * D, 1.0f, 60), cls = random_vector(D, 1.0f, 61),
        pos = random_vector(T * D, 1.0f, 62), g = random_vector(B * T * D, 1.0f, 63);
-  std::vector<float> tokens(B * T * D), dproj(B * N * D, 0.0f), dcls(D, 0.0f), dpos(T * D, 0.0f);
+  // dproj starts from other values: backward sets it (and adds into dcls and dpos)
+  std::vector<float> tokens(B * T * D), dproj = random_vector(B * N * D, 1.0f, 59), dcls(D, 0.0f),
+                                        dpos(T * D, 0.0f);
   auto f = [&] {
     embed_tokens_forward(tokens.data(), proj.data(), cls.data(), pos.data(), B, N, D);
     return dot(tokens.data(), g.data(), B * T * D);
@@ -467,7 +469,7 @@ TEST_CASE("patch tokens without a CLS token: forward and backward", "[layers][pa
   // Without positions the tokens are the projections, and so are their gradients.
   embed_patch_tokens_forward(tokens.data(), proj.data(), nullptr, B, N, D);
   CHECK(tokens == proj);
-  std::fill(dproj.begin(), dproj.end(), 0.0f);
+  std::fill(dproj.begin(), dproj.end(), 7.0f);  // set, whatever it held
   embed_patch_tokens_backward(dproj.data(), nullptr, g.data(), B, N, D);
   CHECK(dproj == g);
 }

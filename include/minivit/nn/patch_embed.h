@@ -28,7 +28,7 @@ void patchify(float* patches, const float* images, int B, int C, int image_size,
 void embed_tokens_forward(float* tokens, const float* patch_proj, const float* cls_token,
                           const float* pos_embed, int B, int N, int D);
 
-// Adds into dpatch_proj (B, N, D), dcls_token (D) and dpos_embed (T, D) when not null.
+// Sets dpatch_proj (B, N, D); adds into dcls_token (D) and dpos_embed (T, D) when not null.
 void embed_tokens_backward(float* dpatch_proj, float* dcls_token, float* dpos_embed,
                            const float* dtokens, int B, int N, int D);
 
@@ -36,7 +36,7 @@ void embed_tokens_backward(float* dpatch_proj, float* dcls_token, float* dpos_em
 void embed_patch_tokens_forward(float* tokens, const float* patch_proj, const float* pos_embed,
                                 int B, int N, int D);
 
-// Adds into dpatch_proj (B, N, D) and dpos_embed (N, D) when not null.
+// Sets dpatch_proj (B, N, D); adds into dpos_embed (N, D) when not null.
 void embed_patch_tokens_backward(float* dpatch_proj, float* dpos_embed, const float* dtokens,
                                  int B, int N, int D);
 
