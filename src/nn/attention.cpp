@@ -330,11 +330,8 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
   }
   const bool dk_in_rows = hd.form == AttentionForm::scaled_dot || hd.form == AttentionForm::dot ||
                           hd.form == AttentionForm::lsa || hd.additive_exps;  // else above
-  for (int j = 0; j < T; ++j)
-    for (int d = 0; d < Dh; ++d) {
-      if (dk_in_rows) dk[int64_t(j) * 3 * D + d] = w.dk[int64_t(j) * Dh + d];
-      dv[int64_t(j) * 3 * D + d] = w.dv[int64_t(j) * Dh + d];
-    }
+  if (dk_in_rows) copy_into_head_columns<kDh>(dk, 3 * D, w.dk, T, Dh);
+  copy_into_head_columns<kDh>(dv, 3 * D, w.dv, T, Dh);
 }
 
 // Calls run(kDh) with kDh a std::integral_constant: the head size when it is one compiled
