@@ -1,0 +1,204 @@
+// Times three parts of the training step alone, on one thread, at the shapes the configs
+// give them: minivit's products beside OpenBLAS's, the attention core's backward, and GELU
+// with its slope. Each figure is the best of many short rounds, which on a shared machine
+// moves far less than a whole step: the figures for changes too small for `bench` to see.
+//
+//   build/parts-bench [--isa avx2|avx512] [--rounds N]
+//
+// --isa picks the instruction-set level whose code runs (default: the best the CPU runs), so
+// that an AVX-512 CPU also measures the AVX2 path. Figures: experiments/performance/results.md.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "minivit/kernels/compute.h"
+#include "minivit/kernels/gemm.h"
+#include "minivit/kernels/threads.h"
+#include "minivit/nn/attention.h"
+
+namespace minivit {
+// The levels' own functions, as kernels/dispatch.cpp declares gemm's.
+#define MINIVIT_DECLARE_PARTS(level)                                                          \
+  namespace level {                                                                           \
+  void attention_forward(float* out, float* att, uint8_t* att_mask, const float* qkv, int B,  \
+                         int T, int D, int H, const AttentionScore& score, float dropout_p,   \
+                         uint64_t dropout_key, float* scratch, int slots,                     \
+                         int64_t mask_first_index);                                           \
+  void attention_backward(float* dqkv, const AttentionScoreGrad& dscore, const float* dout,   \
+                          const float* qkv, const float* att, const uint8_t* att_mask, int B, \
+                          int T, int D, int H, const AttentionScore& score, float dropout_p,  \
+                          float* scratch, int slots);                                         \
+  int64_t attention_scratch_floats(int T, int Dh);                                            \
+  int64_t attention_score_grad_floats(int B, int H, int Dh);                                  \
+  void gelu_and_slope(float* gelu_out, float* x, int n);                                      \
+  }
+MINIVIT_DECLARE_PARTS(isa_avx2)
+MINIVIT_DECLARE_PARTS(isa_avx512)
+#undef MINIVIT_DECLARE_PARTS
+}  // namespace minivit
+
+using namespace minivit;
+
+namespace {
+
+// Seconds a call of `work` takes: the best of `rounds` rounds of at least 8 ms each.
+template <typename Work>
+double best_seconds(int rounds, Work&& work) {
+  using Clock = std::chrono::steady_clock;
+  double best = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    int calls = 0;
+    double elapsed = 0.0;
+    const auto start = Clock::now();
+    do {
+      work();
+      ++calls;
+      elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    } while (elapsed < 0.008);
+    best = std::min(best, elapsed / calls);
+  }
+  return best;
+}
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng, float stddev = 1.0f) {
+  std::normal_distribution<float> normal(0.0f, stddev);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+struct Shape {
+  const char* what;
+  bool trans_a, trans_b;
+  int M, N, K;
+};
+
+// The products of a width-64 model (MLP 128) at 1792 rows (128 images of 14 kept tokens, the
+// default config's training), and the CIFAR-10 conv stem's two stages at 75% of the patches
+// dropped (about 144 of 256 positions a first-stage image computes, 16 kept tokens).
+const Shape kShapes[] = {
+    {"qkv forward      x W^T", false, true, 1792, 192, 64},
+    {"fc1 forward      x W^T", false, true, 1792, 128, 64},
+    {"fc2 forward      x W^T", false, true, 1792, 64, 128},
+    {"qkv input grad   dY W ", false, false, 1792, 64, 192},
+    {"fc1 input grad   dY W ", false, false, 1792, 64, 128},
+    {"qkv weight grad  dY^T x", true, false, 192, 64, 1792},
+    {"fc2 weight grad  dY^T x", true, false, 64, 128, 1792},
+    {"stem 1 forward   x W^T", false, true, 18432, 32, 27},
+    {"stem 2 forward   x W^T", false, true, 2048, 64, 288},
+    {"stem 2 input grad dY W", false, false, 2048, 288, 64},
+    {"stem 2 weight grad   ", true, false, 64, 288, 2048},
+};
+
+void time_products(GemmKernels kernels, int rounds, std::mt19937& rng) {
+  std::printf("products, GFLOP/s (%s | OpenBLAS), fp32:\n",
+              kernels == GemmKernels::avx2 ? "minivit AVX2" : "minivit AVX-512");
+  for (const Shape& s : kShapes) {
+    const auto A = random_floats(size_t(s.M) * s.K, rng), B = random_floats(size_t(s.N) * s.K, rng);
+    std::vector<float> C(size_t(s.M) * s.N);
+    const int lda = s.trans_a ? s.M : s.K, ldb = s.trans_b ? s.K : s.N;
+    double rate[2];
+    for (int k = 0; k < 2; ++k) {
+      const Products products{k == 0 ? kernels : GemmKernels::openblas, Precision::fp32};
+      const double t = best_seconds(rounds, [&] {
+        gemm(s.trans_a, s.trans_b, s.M, s.N, s.K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f,
+             C.data(), s.N, products);
+      });
+      rate[k] = 2.0 * s.M * s.N * s.K / t * 1e-9;
+    }
+    std::printf("  %-24s %5d x %3d x %4d  %6.1f | %6.1f\n", s.what, s.M, s.N, s.K, rate[0],
+                rate[1]);
+  }
+}
+
+template <typename Level>
+void time_attention(Level level, int rounds, std::mt19937& rng) {
+  const int B = 128, D = 64, H = 4, Dh = D / H;
+  std::printf("attention core backward, us a batch of %d (width %d, %d heads):\n", B, D, H);
+  for (AttentionForm form : {AttentionForm::scaled_dot, AttentionForm::lsa}) {
+    for (int T : {14, 16, 50, 64}) {
+      const auto qkv = random_floats(size_t(B) * T * 3 * D, rng),
+                 dout = random_floats(size_t(B) * T * D, rng);
+      std::vector<float> out(size_t(B) * T * D), att(size_t(B) * H * T * T), dqkv(qkv.size()),
+          scratch(level.scratch_floats(T, Dh)), log_scale(H, 0.5f), dlog_scale(H),
+          per_pair(level.score_grad_floats(B, H, Dh));
+      std::vector<uint8_t> mask(att.size());
+      const AttentionScore score{form, nullptr, log_scale.data()};
+      const AttentionScoreGrad dscore{nullptr, dlog_scale.data(), per_pair.data()};
+      level.forward(out.data(), att.data(), mask.data(), qkv.data(), B, T, D, H, score, 0.0f, 0,
+                    scratch.data(), 1, 0);
+      const double t = best_seconds(rounds, [&] {
+        level.backward(dqkv.data(), dscore, dout.data(), qkv.data(), att.data(), mask.data(), B,
+                       T, D, H, score, 0.0f, scratch.data(), 1);
+      });
+      std::printf("  %-10s %2d tokens  %8.1f\n", form == AttentionForm::lsa ? "lsa" : "scaled_dot",
+                  T, t * 1e6);
+    }
+  }
+}
+
+template <typename Level>
+void time_gelu(Level level, int rounds, std::mt19937& rng) {
+  const int n = 65536;  // in L2, as a chunk's MLP rows are
+  const auto x0 = random_floats(n, rng, 2.0f);
+  std::vector<float> x(n), out(n);
+  std::printf("GELU with its slope, ns an element, by the length of a call:\n");
+  for (int row : {16, 128, 4096}) {
+    const double t = best_seconds(rounds, [&] {
+      std::copy(x0.begin(), x0.end(), x.begin());
+      for (int i = 0; i < n; i += row) level.gelu(out.data() + i, x.data() + i, row);
+    });
+    std::printf("  %5d  %6.3f\n", row, t / n * 1e9);
+  }
+}
+
+// One level's functions, for the templates above.
+#define MINIVIT_PARTS_OF(name, level)                                           \
+  struct name {                                                                 \
+    decltype(&level::attention_forward) forward = &level::attention_forward;   \
+    decltype(&level::attention_backward) backward = &level::attention_backward; \
+    decltype(&level::attention_scratch_floats) scratch_floats =                 \
+        &level::attention_scratch_floats;                                       \
+    decltype(&level::attention_score_grad_floats) score_grad_floats =           \
+        &level::attention_score_grad_floats;                                    \
+    decltype(&level::gelu_and_slope) gelu = &level::gelu_and_slope;             \
+  };
+MINIVIT_PARTS_OF(Avx2Parts, isa_avx2)
+MINIVIT_PARTS_OF(Avx512Parts, isa_avx512)
+#undef MINIVIT_PARTS_OF
+
+template <typename Level>
+void time_parts(Level level, GemmKernels kernels, int rounds) {
+  std::mt19937 rng(1);
+  time_products(kernels, rounds, rng);
+  time_attention(level, rounds, rng);
+  time_gelu(level, rounds, rng);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Time minivit's products, attention backward and GELU alone, on one thread.");
+  std::string isa = cpu_runs(Isa::avx512) ? "avx512" : "avx2";
+  int rounds = 40;
+  app.add_option("--isa", isa, "Instruction-set level: avx2 or avx512 (default: the best here)")
+      ->check(CLI::IsMember({"avx2", "avx512"}));
+  app.add_option("--rounds", rounds, "Rounds of at least 8 ms; the best is kept (default 40)")
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  if (!cpu_runs(isa == "avx512" ? Isa::avx512 : Isa::avx2)) {
+    std::fprintf(stderr, "parts-bench: this CPU does not run %s\n", isa.c_str());
+    return 1;
+  }
+  set_num_threads(1);  // as the trainer sets it: OpenBLAS on one thread, denormals flushed
+  std::printf("parts-bench: %s, one thread, best of %d rounds\n", isa.c_str(), rounds);
+  if (isa == "avx512")
+    time_parts(Avx512Parts{}, GemmKernels::avx512, rounds);
+  else
+    time_parts(Avx2Parts{}, GemmKernels::avx2, rounds);
+}
