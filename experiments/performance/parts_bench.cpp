@@ -3,10 +3,11 @@
 // with its slope. Each figure is the best of many short rounds, which on a shared machine
 // moves far less than a whole step: the figures for changes too small for `bench` to see.
 //
-//   build/parts-bench [--isa avx2|avx512] [--rounds N]
+//   build/parts-bench [--isa x86_64|avx2|avx512] [--rounds N]
 //
 // --isa picks the instruction-set level whose code runs (default: the best the CPU runs), so
-// that an AVX-512 CPU also measures the AVX2 path. Figures: experiments/performance/results.md.
+// that an AVX-512 CPU also measures the AVX2 path. The x86-64 level has no kernels of its
+// own; its products are OpenBLAS's. Figures: experiments/performance/results.md.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -37,6 +38,7 @@ namespace minivit {
   int64_t attention_score_grad_floats(int B, int H, int Dh);                                  \
   void gelu_and_slope(float* gelu_out, float* x, int n);                                      \
   }
+MINIVIT_DECLARE_PARTS(isa_x86_64)
 MINIVIT_DECLARE_PARTS(isa_avx2)
 MINIVIT_DECLARE_PARTS(isa_avx512)
 #undef MINIVIT_DECLARE_PARTS
@@ -97,7 +99,9 @@ const Shape kShapes[] = {
 
 void time_products(GemmKernels kernels, int rounds, std::mt19937& rng) {
   std::printf("products, GFLOP/s (%s | OpenBLAS), fp32:\n",
-              kernels == GemmKernels::avx2 ? "minivit AVX2" : "minivit AVX-512");
+              kernels == GemmKernels::avx2     ? "minivit AVX2"
+              : kernels == GemmKernels::avx512 ? "minivit AVX-512"
+                                               : "OpenBLAS");
   for (const Shape& s : kShapes) {
     const auto A = random_floats(size_t(s.M) * s.K, rng), B = random_floats(size_t(s.N) * s.K, rng);
     std::vector<float> C(size_t(s.M) * s.N);
@@ -168,6 +172,7 @@ void time_gelu(Level level, int rounds, std::mt19937& rng) {
         &level::attention_score_grad_floats;                                    \
     decltype(&level::gelu_and_slope) gelu = &level::gelu_and_slope;             \
   };
+MINIVIT_PARTS_OF(X86_64Parts, isa_x86_64)
 MINIVIT_PARTS_OF(Avx2Parts, isa_avx2)
 MINIVIT_PARTS_OF(Avx512Parts, isa_avx512)
 #undef MINIVIT_PARTS_OF
@@ -184,21 +189,26 @@ void time_parts(Level level, GemmKernels kernels, int rounds) {
 
 int main(int argc, char** argv) {
   CLI::App app("Time minivit's products, attention backward and GELU alone, on one thread.");
-  std::string isa = cpu_runs(Isa::avx512) ? "avx512" : "avx2";
+  const Isa best = best_isa();
+  std::string isa = best == Isa::avx512 ? "avx512" : best == Isa::avx2 ? "avx2" : "x86_64";
   int rounds = 40;
-  app.add_option("--isa", isa, "Instruction-set level: avx2 or avx512 (default: the best here)")
-      ->check(CLI::IsMember({"avx2", "avx512"}));
+  app.add_option("--isa", isa,
+                 "Instruction-set level: x86_64, avx2 or avx512 (default: the best here)")
+      ->check(CLI::IsMember({"x86_64", "avx2", "avx512"}));
   app.add_option("--rounds", rounds, "Rounds of at least 8 ms; the best is kept (default 40)")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
-  if (!cpu_runs(isa == "avx512" ? Isa::avx512 : Isa::avx2)) {
+  const Isa level = isa == "avx512" ? Isa::avx512 : isa == "avx2" ? Isa::avx2 : Isa::x86_64;
+  if (!cpu_runs(level)) {
     std::fprintf(stderr, "parts-bench: this CPU does not run %s\n", isa.c_str());
     return 1;
   }
   set_num_threads(1);  // as the trainer sets it: OpenBLAS on one thread, denormals flushed
   std::printf("parts-bench: %s, one thread, best of %d rounds\n", isa.c_str(), rounds);
-  if (isa == "avx512")
+  if (level == Isa::avx512)
     time_parts(Avx512Parts{}, GemmKernels::avx512, rounds);
-  else
+  else if (level == Isa::avx2)
     time_parts(Avx2Parts{}, GemmKernels::avx2, rounds);
+  else
+    time_parts(X86_64Parts{}, GemmKernels::openblas, rounds);
 }
