@@ -13,10 +13,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "minivit/core/rng.h"
 #include "minivit/kernels/compute.h"
 #include "minivit/kernels/gemm.h"
 #include "minivit/kernels/threads.h"
@@ -67,10 +67,10 @@ double best_seconds(int rounds, Work&& work) {
   return best;
 }
 
-std::vector<float> random_floats(size_t n, std::mt19937& rng, float stddev = 1.0f) {
-  std::normal_distribution<float> normal(0.0f, stddev);
+// n draws of N(0, stddev^2) from the project's counter-based generator, stream `key`.
+std::vector<float> random_floats(size_t n, uint64_t key, float stddev = 1.0f) {
   std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
+  for (size_t i = 0; i < n; ++i) v[i] = stddev * float(rng_normal(key, i));
   return v;
 }
 
@@ -97,13 +97,13 @@ const Shape kShapes[] = {
     {"stem 2 weight grad   ", true, false, 64, 288, 2048},
 };
 
-void time_products(GemmKernels kernels, int rounds, std::mt19937& rng) {
+void time_products(GemmKernels kernels, int rounds) {
   std::printf("products, GFLOP/s (%s | OpenBLAS), fp32:\n",
               kernels == GemmKernels::avx2     ? "minivit AVX2"
               : kernels == GemmKernels::avx512 ? "minivit AVX-512"
                                                : "OpenBLAS");
   for (const Shape& s : kShapes) {
-    const auto A = random_floats(size_t(s.M) * s.K, rng), B = random_floats(size_t(s.N) * s.K, rng);
+    const auto A = random_floats(size_t(s.M) * s.K, 1), B = random_floats(size_t(s.N) * s.K, 2);
     std::vector<float> C(size_t(s.M) * s.N);
     const int lda = s.trans_a ? s.M : s.K, ldb = s.trans_b ? s.K : s.N;
     double rate[2];
@@ -121,13 +121,13 @@ void time_products(GemmKernels kernels, int rounds, std::mt19937& rng) {
 }
 
 template <typename Level>
-void time_attention(Level level, int rounds, std::mt19937& rng) {
+void time_attention(Level level, int rounds) {
   const int B = 128, D = 64, H = 4, Dh = D / H;
   std::printf("attention core backward, us a batch of %d (width %d, %d heads):\n", B, D, H);
   for (AttentionForm form : {AttentionForm::scaled_dot, AttentionForm::lsa}) {
     for (int T : {14, 16, 50, 64}) {
-      const auto qkv = random_floats(size_t(B) * T * 3 * D, rng),
-                 dout = random_floats(size_t(B) * T * D, rng);
+      const auto qkv = random_floats(size_t(B) * T * 3 * D, 3),
+                 dout = random_floats(size_t(B) * T * D, 4);
       std::vector<float> out(size_t(B) * T * D), att(size_t(B) * H * T * T), dqkv(qkv.size()),
           scratch(level.scratch_floats(T, Dh)), log_scale(H, 0.5f), dlog_scale(H),
           per_pair(level.score_grad_floats(B, H, Dh));
@@ -147,9 +147,9 @@ void time_attention(Level level, int rounds, std::mt19937& rng) {
 }
 
 template <typename Level>
-void time_gelu(Level level, int rounds, std::mt19937& rng) {
+void time_gelu(Level level, int rounds) {
   const int n = 65536;  // in L2, as a chunk's MLP rows are
-  const auto x0 = random_floats(n, rng, 2.0f);
+  const auto x0 = random_floats(n, 5, 2.0f);
   std::vector<float> x(n), out(n);
   std::printf("GELU with its slope, ns an element, by the length of a call:\n");
   for (int row : {16, 128, 4096}) {
@@ -179,10 +179,9 @@ MINIVIT_PARTS_OF(Avx512Parts, isa_avx512)
 
 template <typename Level>
 void time_parts(Level level, GemmKernels kernels, int rounds) {
-  std::mt19937 rng(1);
-  time_products(kernels, rounds, rng);
-  time_attention(level, rounds, rng);
-  time_gelu(level, rounds, rng);
+  time_products(kernels, rounds);
+  time_attention(level, rounds);
+  time_gelu(level, rounds);
 }
 
 }  // namespace
