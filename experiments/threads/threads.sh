@@ -89,7 +89,7 @@ lines = [f"## {date}, {commit}: {cpu}", "",
             if torch_version else "not installed."), "",
          "| batch | threads | minivit train img/s | PyTorch train img/s | ratio | minivit eval img/s "
          "| PyTorch eval img/s | ratio | sgemm GFLOP/s | minivit train % of sgemm | minivit train "
-         "scaling | minivit eval scaling | serial share of a step |",
+         "scaling | minivit eval scaling | update and clearing, share of a step |",
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 one = {}
 for r in rows:

@@ -47,7 +47,7 @@ static int run_threads_sweep(BenchSetup& s, const BenchOptions& opt) {
   const BenchSteps steps{opt.steps, opt.warmup};
   announce(s, opt, "threads swept");
   std::printf("threads  train img/s  eval img/s  sgemm GFLOP/s  train %%sgemm  eval %%sgemm  "
-              "train x1  eval x1  sgemm x1  serial %%\n");
+              "train x1  eval x1  sgemm x1  update %%\n");
   nlohmann::json rows = nlohmann::json::array();
   Throughput one;
   for (int threads : sweep_thread_counts()) {
@@ -57,7 +57,7 @@ static int run_threads_sweep(BenchSetup& s, const BenchOptions& opt) {
     std::printf("%7d  %11.1f  %10.1f  %13.1f  %11.1f%%  %10.1f%%  %8.2f  %7.2f  %8.2f  %7.2f%%\n",
                 threads, t.train_ips, t.eval_ips, t.sgemm, t.train_percent, t.eval_percent,
                 t.train_ips / one.train_ips, t.eval_ips / one.eval_ips, t.sgemm / one.sgemm,
-                100 * t.serial_share());
+                100 * t.update_and_clear_share());
     std::fflush(stdout);
     rows.push_back({{"threads", threads},
                     {"train_img_per_s", t.train_ips},
@@ -65,7 +65,7 @@ static int run_threads_sweep(BenchSetup& s, const BenchOptions& opt) {
                     {"sgemm_gflops", t.sgemm},
                     {"train_percent_of_sgemm", t.train_percent},
                     {"eval_percent_of_sgemm", t.eval_percent},
-                    {"serial_time_share", t.serial_share()}});
+                    {"serial_time_share", t.update_and_clear_share()}});
   }
   const int cores = max_work_blocks();
   Latency latency;
@@ -179,7 +179,7 @@ static void print_report(const BenchSetup& s, const BenchOptions& opt, const Ben
   std::printf("attention core: %.1f%% of training time, %.1f%% of the FLOPs\n",
               100 * t.attention_share, 100 * vit_attention_flop_share(mc));
   std::printf("step phases: forward %.1f%%, backward %.1f%%, update %.2f%%, clearing gradients "
-              "%.2f%% (the last two on one thread)\n",
+              "%.2f%%\n",
               100 * t.forward_share, 100 * t.backward_share, 100 * t.update_share,
               100 * t.clear_share);
   std::printf("threads %d, gemm kernels %s, peak RSS %.0f MB, activations %.0f MB\n", r.threads,

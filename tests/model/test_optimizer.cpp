@@ -2,6 +2,10 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include <cstring>
+
+#include "minivit/core/rng.h"
+#include "minivit/kernels/threads.h"
 #include "minivit/model/optimizer.h"
 #include "minivit/model/vit.h"
 
@@ -156,4 +160,82 @@ TEST_CASE("the weights' moving average starts at the weights the first step find
   plain.step(model, 0.25f);
   CHECK(plain.average.size() == 0);
   CHECK(plain.average_updates == 0);
+}
+
+// Large enough (about 100k parameters) that the norm, the clipping, the step and the average
+// split over the pool.
+static ModelConfig wide() {
+  ModelConfig c = small();
+  c.image_size = 8;
+  c.dim = 64;
+  c.depth = 2;
+  c.heads = 4;
+  c.mlp_dim = 128;
+  return c;
+}
+
+// Three clipped steps from the same weights and gradients on `threads` threads: the weights,
+// moments, average and each step's norm.
+struct UpdateResult {
+  std::vector<float> weights, m, v, average;
+  std::vector<double> norms;
+};
+
+static UpdateResult three_updates(OptimizerKind kind, int threads) {
+  const int restore = num_threads();
+  set_num_threads(threads);
+  ViT model(wide());
+  OptimConfig oc;
+  oc.name = kind;
+  oc.momentum = 0.9f;
+  oc.weight_decay = 0.05f;
+  oc.ema_decay = 0.99f;
+  Optimizer opt(oc, model.num_params);
+  const uint64_t key = rng_key(7, 1);
+  for (int64_t i = 0; i < model.num_params; ++i)
+    model.weights.data()[i] = float(0.02 * rng_normal(key, uint64_t(i)));
+  UpdateResult r;
+  for (int step = 0; step < 3; ++step) {
+    for (int64_t i = 0; i < model.num_params; ++i)
+      model.grads.data()[i] = float(0.01 * rng_normal(key, uint64_t((step + 1) * model.num_params + i)));
+    r.norms.push_back(clip_grad_norm(model, 0.1));
+    opt.step(model, 1e-3f);
+  }
+  auto copy = [](const float* p, size_t n) { return std::vector<float>(p, p + n); };
+  const size_t n = size_t(model.num_params);
+  r.weights = copy(model.weights.data(), n);
+  r.m = copy(opt.m.data(), n);
+  r.v = copy(opt.v.data(), n);
+  r.average = copy(opt.average.data(), n);
+  set_num_threads(restore);
+  return r;
+}
+
+static bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST_CASE("above 32k parameters the norm, clipping, step and average split over the pool, "
+          "the same bits on 1 and 2 threads",
+          "[optim]") {
+  REQUIRE(ViT(wide()).num_params > (1 << 15));
+  for (OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::sgd}) {
+    const UpdateResult one = three_updates(kind, 1), two = three_updates(kind, 2);
+    CHECK(one.norms == two.norms);
+    CHECK(one.norms[0] > 0.1);  // every step clipped
+    CHECK(same_bits(one.weights, two.weights));
+    CHECK(same_bits(one.m, two.m));
+    CHECK(same_bits(one.v, two.v));
+    CHECK(same_bits(one.average, two.average));
+  }
+}
+
+TEST_CASE("the gradient norm's pieces cover every parameter once", "[optim]") {
+  for (const ModelConfig& c : {small(), wide()}) {
+    ViT model(c);
+    for (int64_t i = 0; i < model.num_params; ++i) model.grads.data()[i] = 1.0f;
+    CHECK(grad_global_norm(model) == std::sqrt(double(model.num_params)));  // sums of ones: exact
+    model.grads.data()[model.num_params - 1] = 3.0f;  // the last element counts, once
+    CHECK(grad_global_norm(model) == std::sqrt(double(model.num_params + 8)));
+  }
 }

@@ -18,7 +18,8 @@ namespace minivit {
 // last step, or constant.
 float learning_rate(const OptimConfig& config, int64_t step, int64_t total_steps);
 
-// Global L2 norm of the gradients (in double, so it does not depend on chunking).
+// Global L2 norm of the gradients, summed in double in pieces cut by the parameter count
+// alone, so it is the same on any number of threads.
 double grad_global_norm(const ViT& model);
 
 // Scales gradients so their global norm is at most max_norm; returns the norm before.

@@ -54,10 +54,10 @@ struct Throughput {
   double sgemm = 0.0;  // GFLOP/s on the model's largest product, same threads
   double train_percent = 0.0, eval_percent = 0.0;  // of the sgemm rate
   double attention_share = 0.0;  // of the training time
-  // The step's phases, as shares of the training time (train_step.h); clearing and update
-  // run on one thread, so their share is the step's serial part.
+  // The step's phases, as shares of the training time (train_step.h).
   double clear_share = 0.0, forward_share = 0.0, backward_share = 0.0, update_share = 0.0;
-  double serial_share() const { return clear_share + update_share; }
+  // The update's and the clearing's: the part of a step outside forward and backward.
+  double update_and_clear_share() const { return clear_share + update_share; }
 };
 
 // With train.unmasked_epochs the run ends on steps over every patch, several times dearer
