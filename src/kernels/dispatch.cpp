@@ -8,6 +8,7 @@ namespace minivit {
   void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,   \
             int lda, const float* B, int ldb, float beta, float* C, int ldc,                \
             Products products, const GemmEpilogue& epilogue, const uint8_t* k_used);        \
+  bool skips_unused_k(Products products);                                                   \
   }
 MINIVIT_DECLARE_GEMM(isa_x86_64)
 MINIVIT_DECLARE_GEMM(isa_avx2)
@@ -27,6 +28,14 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
     level = &isa_x86_64::gemm, products = {GemmKernels::openblas, Precision::fp32};
   level(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, products, epilogue,
         k_used);
+}
+
+bool skips_unused_k(Products products) {
+  if (products.kernels != GemmKernels::openblas && !cpu_runs(products.kernels)) return false;
+  if (products.kernels == GemmKernels::avx2) return isa_avx2::skips_unused_k(products);
+  if (products.kernels == GemmKernels::avx512 || products.kernels == GemmKernels::amx)
+    return isa_avx512::skips_unused_k(products);
+  return isa_x86_64::skips_unused_k(products);
 }
 
 }  // namespace dispatch

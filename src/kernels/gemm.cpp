@@ -104,6 +104,18 @@ static void serial_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float 
   if (e.scale) scale_epilogue(C, ldc, e.scale, e.ld_scale, M, N);
 }
 
+// serial_sgemm's routes that take k_used: the fp32 kernels of minivit's own.
+bool skips_unused_k(Products products) {
+  if (products.precision != Precision::fp32) return false;
+#if MINIVIT_ISA_LEVEL == 2
+  return products.kernels == GemmKernels::avx512 || products.kernels == GemmKernels::amx;
+#elif MINIVIT_ISA_LEVEL == 1
+  return products.kernels == GemmKernels::avx2;
+#else
+  return false;
+#endif
+}
+
 // Below this many multiply-adds a split costs more in synchronisation than it saves.
 static constexpr double kMinSplitWork = 1 << 18;
 

@@ -26,11 +26,12 @@ void window_pixels(Float* (&tap)[9], Float* image, int oy, int ox, int C, int S)
   }
 }
 
-// For each output position of images [b0, b1): its row set to zero where `keep` drops it,
-// else fill(row, image, oy, ox) with `image` the position's input image.
+// For each output position of images [b0, b1): where `keep` drops it, its row set to zero
+// when `clear` holds, else left as it is; elsewhere fill(row, image, oy, ox) with `image`
+// the position's input image.
 template <class Fill>
 void for_each_window_row(float* rows, const float* inp, int64_t b0, int64_t b1, int C, int S,
-                         const uint8_t* keep, Fill&& fill) {
+                         const uint8_t* keep, bool clear, Fill&& fill) {
   const int So = conv3x3_s2_side(S);
   const int64_t row_len = 9 * int64_t(C), image_len = int64_t(C) * S * S;
   for (int64_t b = b0; b < b1; ++b)
@@ -38,10 +39,10 @@ void for_each_window_row(float* rows, const float* inp, int64_t b0, int64_t b1, 
       for (int ox = 0; ox < So; ++ox) {
         const int64_t position = b * So * So + int64_t(oy) * So + ox;
         float* row = rows + position * row_len;
-        if (keep && !keep[position])
-          std::fill_n(row, row_len, 0.0f);
-        else
+        if (!keep || keep[position])
           fill(row, inp + b * image_len, oy, ox);
+        else if (clear)
+          std::fill_n(row, row_len, 0.0f);
       }
 }
 
@@ -53,9 +54,9 @@ void for_each_window_row(float* rows, const float* inp, int64_t b0, int64_t b1, 
 // Channels last, C a multiple of 16: at each position, 16 channels' 9 taps (a vector per
 // tap, zero outside the image) become 16 runs of 9, one per channel.
 void gather_channels_last(float* rows, const float* inp, int64_t b0, int64_t b1, int C, int S,
-                          const uint8_t* keep) {
+                          const uint8_t* keep, bool clear) {
   const __mmask16 nine = 0x1FF;
-  for_each_window_row(rows, inp, b0, b1, C, S, keep,
+  for_each_window_row(rows, inp, b0, b1, C, S, keep, clear,
                       [&](float* row, const float* image, int oy, int ox) {
     const float* tap[9];
     window_pixels(tap, image, oy, ox, C, S);
@@ -73,7 +74,7 @@ void gather_channels_last(float* rows, const float* inp, int64_t b0, int64_t b1,
 // their rows a vector across the 16 (a stride-2 pick from one input row, shifted a pixel
 // for the left column of the window), 16 entries turned into 16 positions' runs at a time.
 void gather_channels_first(float* rows, const float* inp, int64_t b0, int64_t b1, int C,
-                           int S, const uint8_t* keep) {
+                           int S, const uint8_t* keep, bool clear) {
   const int So = conv3x3_s2_side(S), features = 9 * C;
   const int64_t image_len = int64_t(C) * S * S;
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -87,7 +88,7 @@ void gather_channels_first(float* rows, const float* inp, int64_t b0, int64_t b1
         float* out = rows + first * features;
         const uint8_t* kept = keep ? keep + first : nullptr;
         if (kept && std::none_of(kept, kept + 16, [](uint8_t k) { return k != 0; })) {
-          std::fill_n(out, 16 * int64_t(features), 0.0f);
+          if (clear) std::fill_n(out, 16 * int64_t(features), 0.0f);
           continue;
         }
         // Entry f = (c, ky, kx) of the 16 positions ox0 .. ox0 + 15: pixel x = 2 ox - 1 + kx.
@@ -112,7 +113,7 @@ void gather_channels_first(float* rows, const float* inp, int64_t b0, int64_t b1
         }
         // Dropped positions among kept ones are stored, then cleared: a test inside the
         // store loop would cost every gather, patch dropout or not.
-        for (int p = 0; kept && p < 16; ++p)
+        for (int p = 0; kept && clear && p < 16; ++p)
           if (!kept[p]) std::fill_n(out + int64_t(p) * features, features, 0.0f);
       }
   }
@@ -150,9 +151,9 @@ void add_row_into_window(float* image, const float* row, int oy, int ox, int C, 
 // its order, a run of three neighbouring pixels per (channel, window row). On a Zen 2 the
 // first stage's gather of 3 channels at side 32 took 3.9 us an image, against 10.1 tap by tap.
 void gather_rows_in_order(float* rows, const float* inp, int64_t b0, int64_t b1, int C, int S,
-                          const uint8_t* keep) {
+                          const uint8_t* keep, bool clear) {
   const int64_t plane = int64_t(S) * S;
-  for_each_window_row(rows, inp, b0, b1, C, S, keep,
+  for_each_window_row(rows, inp, b0, b1, C, S, keep, clear,
                       [&](float* row, const float* image, int oy, int ox) {
     const bool left = ox > 0, right = 2 * ox + 1 < S;
     for (int c = 0; c < C; ++c)
@@ -175,8 +176,8 @@ void gather_rows_in_order(float* rows, const float* inp, int64_t b0, int64_t b1,
 // image, stored every 9th entry of the row. At 32 channels this measured faster than
 // writing the rows in order (8.3-9.6 against 15.8-16.4 us an image of side 16 on a Zen 2).
 void gather_tap_by_tap(float* rows, const float* inp, int64_t b0, int64_t b1, int C, int S,
-                       const uint8_t* keep) {
-  for_each_window_row(rows, inp, b0, b1, C, S, keep,
+                       const uint8_t* keep, bool clear) {
+  for_each_window_row(rows, inp, b0, b1, C, S, keep, clear,
                       [&](float* row, const float* image, int oy, int ox) {
     const float* tap[9];
     window_pixels(tap, image, oy, ox, C, S);
@@ -193,18 +194,19 @@ void gather_tap_by_tap(float* rows, const float* inp, int64_t b0, int64_t b1, in
 }  // namespace
 
 void conv3x3_s2_gather(float* rows, const float* inp, int B, int C, int S, bool channels_first,
-                       const uint8_t* keep) {
+                       const uint8_t* keep, bool clear_left_out) {
+  const bool clear = clear_left_out;
   for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
 #if defined(__AVX512F__)
     if (!channels_first && C % 16 == 0)
-      return gather_channels_last(rows, inp, b0, b1, C, S, keep);
+      return gather_channels_last(rows, inp, b0, b1, C, S, keep, clear);
     if (channels_first && S % 32 == 0)
-      return gather_channels_first(rows, inp, b0, b1, C, S, keep);
+      return gather_channels_first(rows, inp, b0, b1, C, S, keep, clear);
 #endif
     if (channels_first)
-      gather_rows_in_order(rows, inp, b0, b1, C, S, keep);
+      gather_rows_in_order(rows, inp, b0, b1, C, S, keep, clear);
     else
-      gather_tap_by_tap(rows, inp, b0, b1, C, S, keep);
+      gather_tap_by_tap(rows, inp, b0, b1, C, S, keep, clear);
   });
 }
 

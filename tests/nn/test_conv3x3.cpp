@@ -108,7 +108,8 @@ TEST_CASE("gathered rows hold each window's pixels in (channel, row, column) ord
 // Patch dropout's gather: the kept positions' rows as the gather of every position has them,
 // the dropped ones' zero (the rows start as NaN, so a row left unwritten fails), at the
 // shapes of each path above.
-TEST_CASE("a gather with a keep mask writes the kept positions' rows and zeros the others",
+TEST_CASE("a gather with a keep mask writes the kept positions' rows and zeros the others, or "
+          "leaves them uncleared",
           "[layers][conv]") {
   struct Shape { bool channels_first; int C, S; };
   for (const Shape shape : {Shape{true, 3, 32}, {true, 3, 7}, {false, 32, 16}, {false, 3, 16},
@@ -135,6 +136,21 @@ TEST_CASE("a gather with a keep mask writes the kept positions' rows and zeros t
       } else {
         REQUIRE(std::all_of(got, got + row_len, [](float v) { return v == 0.0f; }));
       }
+    }
+    // Not cleared, for a product that skips them: the kept rows the same, and each dropped
+    // one untouched (NaN throughout) or its own window's row, nothing else.
+    std::vector<float> uncleared(all.size(), std::nanf(""));
+    conv3x3_s2_gather(uncleared.data(), inp.data(), B, C, S, shape.channels_first, keep.data(),
+                      false);
+    for (size_t position = 0; position < keep.size(); ++position) {
+      INFO("position " << position << ", not cleared");
+      const float* got = uncleared.data() + position * size_t(row_len);
+      const bool own = std::memcmp(got, all.data() + position * size_t(row_len),
+                                   size_t(row_len) * sizeof(float)) == 0;
+      if (keep[position])
+        REQUIRE(own);
+      else
+        REQUIRE((own || std::all_of(got, got + row_len, [](float v) { return std::isnan(v); })));
     }
   }
 }

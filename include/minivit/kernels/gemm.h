@@ -72,5 +72,9 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
           const float* B, int ldb, float beta, float* C, int ldc, Products products,
           const GemmEpilogue& epilogue = {}, const uint8_t* k_used = nullptr);
 
+// Whether gemm, at this level with these products, never reads the terms of a k that k_used
+// marks unused: then they need not be zeros, nor even finite.
+bool skips_unused_k(Products products);
+
 MINIVIT_ISA_END
 }  // namespace minivit

@@ -18,11 +18,13 @@ inline int conv3x3_s2_side(int S) { return (S + 1) / 2; }
 // rows (B, S_out^2, 9 C) = each position's window, positions row-major. `inp` holds B
 // images of C channels, S x S: (B, C, S, S) when channels_first (the images), else
 // (B, S, S, C) (the stem's own activations, channels last as linear layers write them).
-// With `keep` (B, S_out^2), only the kept positions' rows are gathered and the others are
-// set to zero: patch dropout reads the kept rows alone, and a product over every row (a
-// weight gradient that sums over all positions) takes exact zeros from the others.
+// With `keep` (B, S_out^2), only the kept positions' rows are gathered. The others are set
+// to zero when clear_left_out holds: patch dropout reads the kept rows alone, and a product
+// over every row (a weight gradient that sums over all positions) takes exact zeros from the
+// others. Else they are not cleared (they hold earlier values, or their own windows'), for
+// a product that skips them (gemm.h's k_used and skips_unused_k).
 void conv3x3_s2_gather(float* rows, const float* inp, int B, int C, int S, bool channels_first,
-                       const uint8_t* keep = nullptr);
+                       const uint8_t* keep = nullptr, bool clear_left_out = true);
 
 // dinp (B, S, S, C) += every row of drows (B, S_out^2, 9 C) added back to the pixels its
 // entries were gathered from. Each image is one thread's, its sums in a fixed order.
