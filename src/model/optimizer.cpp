@@ -61,7 +61,7 @@ void for_trainable(const ViT& model, int64_t begin, int64_t end, Body&& body) {
 
 // One AdamW step's numbers. The element loops below take them, and the buffers, as values
 // and __restrict pointers: read through a lambda's references, each could be changed by any
-// float store, and the loop reloaded them and ran one float at a time, 4x slower.
+// float store, so the loop would reload them and run one float at a time (4x slower).
 struct AdamwStep {
   float b1, b2;        // the moments' decays
   float bias1, bias2;  // 1 - b1^t and 1 - b2^t
