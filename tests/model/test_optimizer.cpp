@@ -1,10 +1,9 @@
 // AdamW and SGD against their textbook (PyTorch) update rules, the schedule, clipping.
 #include <catch2/catch.hpp>
 #include <cmath>
-
 #include <cstring>
 
-#include "minivit/core/rng.h"
+#include "gradcheck.h"
 #include "minivit/kernels/threads.h"
 #include "minivit/model/optimizer.h"
 #include "minivit/model/vit.h"
@@ -191,13 +190,10 @@ static UpdateResult three_updates(OptimizerKind kind, int threads) {
   oc.weight_decay = 0.05f;
   oc.ema_decay = 0.99f;
   Optimizer opt(oc, model.num_params);
-  const uint64_t key = rng_key(7, 1);
-  for (int64_t i = 0; i < model.num_params; ++i)
-    model.weights.data()[i] = float(0.02 * rng_normal(key, uint64_t(i)));
+  minivit_test::fill_random(model.weights.data(), model.num_params, 0.02f, 7);
   UpdateResult r;
   for (int step = 0; step < 3; ++step) {
-    for (int64_t i = 0; i < model.num_params; ++i)
-      model.grads.data()[i] = float(0.01 * rng_normal(key, uint64_t((step + 1) * model.num_params + i)));
+    minivit_test::fill_random(model.grads.data(), model.num_params, 0.01f, 8 + step);
     r.norms.push_back(clip_grad_norm(model, 0.1));
     opt.step(model, 1e-3f);
   }
