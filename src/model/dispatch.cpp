@@ -1,5 +1,5 @@
-// vit_forward and vit_backward for the code compiled once (kernels/isa.h): the level
-// acts.compute names, on acts.compute's threads.
+// vit_forward, vit_backward and make_forward_weights for the code compiled once
+// (kernels/isa.h): the level acts.compute names, on acts.compute's threads.
 #include "minivit/core/error.h"
 #include "minivit/model/vit.h"
 
@@ -10,6 +10,7 @@ namespace minivit {
   void vit_forward(const ViT& model, Activations& acts, const float* images, int B,         \
                    bool training, uint64_t dropout_key, int first_sample);                  \
   void vit_backward(ViT& model, Activations& acts, int B);                                  \
+  void make_forward_weights(const ViT& model, Activations& acts);                           \
   }
 MINIVIT_DECLARE_PASSES(isa_x86_64)
 MINIVIT_DECLARE_PASSES(isa_avx2)
@@ -60,6 +61,16 @@ void vit_backward(ViT& model, Activations& acts, int B) {
     case Isa::avx512: return isa_avx512::vit_backward(model, acts, B);
     case Isa::avx2: return isa_avx2::vit_backward(model, acts, B);
     case Isa::x86_64: return isa_x86_64::vit_backward(model, acts, B);
+  }
+}
+
+void make_forward_weights(const ViT& model, Activations& acts) {
+  check_level(acts.compute);
+  ThreadsScope threads(acts.compute.threads);
+  switch (acts.compute.isa) {
+    case Isa::avx512: return isa_avx512::make_forward_weights(model, acts);
+    case Isa::avx2: return isa_avx2::make_forward_weights(model, acts);
+    case Isa::x86_64: return isa_x86_64::make_forward_weights(model, acts);
   }
 }
 

@@ -75,55 +75,6 @@ void ViT::zero_grad() { std::fill(grads.begin(), grads.end(), 0.0f); }
 
 void ViT::init(uint64_t seed) { init_params(weights.data(), specs, seed); }
 
-// dst (cols, rows) = src (rows, cols) transposed, in tiles of 16 x 16 that both keep in L1.
-static void transpose_into(float* dst, const float* src, int rows, int cols) {
-  constexpr int kTile = 16;
-  for (int r0 = 0; r0 < rows; r0 += kTile)
-    for (int c0 = 0; c0 < cols; c0 += kTile) {
-      const int r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
-      for (int r = r0; r < r1; ++r)
-        for (int col = c0; col < c1; ++col)
-          dst[int64_t(col) * rows + r] = src[int64_t(r) * cols + col];
-    }
-}
-
-void make_forward_weights(const ViT& model, Activations& acts) {
-  const ModelConfig& c = model.config;
-  const ViTParams& w = model.w;
-  const int stages = c.stem_stages(), D = c.dim, M = c.mlp_dim;
-  struct Matrix {
-    float* dst;
-    const float* src;
-    int rows, cols;  // of src, (O, I)
-  };
-  // The projection, each stem stage, then each block's four.
-  auto matrix = [&](int64_t i) -> Matrix {
-    if (i == 0) return {acts.patch_w_t, w.patch_w, D, c.patch_len()};
-    if (i <= stages) {
-      const int s = int(i - 1);
-      return {acts.stem[size_t(s)].weight_t, w.stem[size_t(s)].weight, c.stem_out(s),
-              9 * c.stem_in(s)};
-    }
-    const int64_t j = i - 1 - stages;
-    const BlockParams& bw = w.blocks[size_t(j / 4)];
-    const BlockActivations& a = acts.blocks[size_t(j / 4)];
-    switch (j % 4) {
-      case 0: return {a.qkv_w_t, bw.qkv_w, 3 * D, D};
-      case 1: return {a.proj_w_t, bw.proj_w, D, D};
-      case 2: return {a.fc1_w_t, bw.fc1_w, M, D};
-      default: return {a.fc2_w_t, bw.fc2_w, D, M};
-    }
-  };
-  const int64_t count = 1 + stages + 4 * int64_t(c.depth);
-  const bool split = int64_t(c.depth) * (4 * D + 2 * M) * D > (1 << 16);
-  for_ranges(count, split, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const Matrix m = matrix(i);
-      transpose_into(m.dst, m.src, m.rows, m.cols);
-    }
-  });
-}
-
 void hold_forward_weights(const ViT& model, Activations& acts) {
   if (!built_for(acts.config, model.config))
     throw Error("hold_forward_weights: the activations were built for another model");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "gradcheck.h"
@@ -260,4 +261,47 @@ TEST_CASE("held forward weights are read as they were made until released; a tra
   run.train_one_step();
   CHECK(logits(trained, true) == logits(fresh_trained, true));
   release_forward_weights(trained);
+}
+
+TEST_CASE("the forward weights are the model's linear weights transposed, at every level",
+          "[model][state]") {
+  // Whole 16 x 16 tiles and edges in both directions: the stem's 27 and 54 inputs, a width
+  // of 32 (qkv 96 x 32) and an MLP of 24.
+  ModelConfig c = other_model();
+  c.image_size = 16;
+  c.channels = 3;
+  c.patch_size = 4;
+  c.patch_embed = PatchEmbedKind::conv;
+  c.stem_channels = 6;
+  ViT model(c);
+  model.init(5);
+  auto transposed = [](const float* w, int rows, int cols) {
+    std::vector<float> t(size_t(rows) * cols);
+    for (int r = 0; r < rows; ++r)
+      for (int k = 0; k < cols; ++k) t[size_t(k) * rows + r] = w[size_t(r) * cols + k];
+    return t;
+  };
+  auto equals = [](const float* made, const std::vector<float>& expected) {
+    return std::equal(expected.begin(), expected.end(), made);
+  };
+  for (GemmKernels kernels : {GemmKernels::openblas, GemmKernels::avx2, GemmKernels::avx512}) {
+    std::optional<Compute> compute = Compute::with_kernels(kernels);
+    if (!compute) continue;  // the CPU lacks the level
+    if (kernels == GemmKernels::openblas) compute->isa = Isa::x86_64;  // the baseline's layers
+    INFO("kernels " << compute->kernels_name());
+    Activations acts(c, 2, true);
+    acts.compute = *compute;
+    make_forward_weights(model, acts);
+    const int D = c.dim, M = c.mlp_dim;
+    CHECK(equals(acts.patch_w_t, transposed(model.w.patch_w, D, c.patch_len())));
+    for (int s = 0; s < c.stem_stages(); ++s)
+      CHECK(equals(acts.stem[size_t(s)].weight_t,
+                   transposed(model.w.stem[size_t(s)].weight, c.stem_out(s), 9 * c.stem_in(s))));
+    const BlockParams& bw = model.w.blocks[0];
+    const BlockActivations& a = acts.blocks[0];
+    CHECK(equals(a.qkv_w_t, transposed(bw.qkv_w, 3 * D, D)));
+    CHECK(equals(a.proj_w_t, transposed(bw.proj_w, D, D)));
+    CHECK(equals(a.fc1_w_t, transposed(bw.fc1_w, M, D)));
+    CHECK(equals(a.fc2_w_t, transposed(bw.fc2_w, D, M)));
+  }
 }

@@ -68,6 +68,9 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
 // built for training and its last vit_forward was of the same B.
 void vit_backward(ViT& model, Activations& acts, int B);
 
+// The forward weights (below), made from the model's weights.
+void make_forward_weights(const ViT& model, Activations& acts);
+
 MINIVIT_ISA_END
 
 // Forward weights. vit_forward's products read the linear layers' weights transposed, (I, O),
@@ -80,7 +83,6 @@ MINIVIT_ISA_END
 // split): a forward would compute with the old ones. Training forwards make them anew
 // whatever is held. hold_forward_weights throws minivit::Error unless `acts` was built for
 // the model's shapes; make_forward_weights assumes it (vit_forward checks it first).
-void make_forward_weights(const ViT& model, Activations& acts);
 void hold_forward_weights(const ViT& model, Activations& acts);
 void release_forward_weights(Activations& acts);
 
