@@ -18,7 +18,8 @@
 # lsa_stem64_e54 lsa_stem48_e62_s1 lsa_stem64_e54_s1 lsa_pd75_e110 lsa_pd75_e110_s1
 # lsa_pd75_e97 lsa_pd75_e97_s1 lsa_pd75_e110_u3 lsa_pd75_e110_u3_s1 lsa_pd75_e110_u5
 # lsa_pd75_e110_u5_s1 lsa_pd75_e104_u8 lsa_pd75_e104_u8_s1 lsa_pd75_e121_u5_ev10
-# lsa_pd75_e121_u5_ev10_s1 lsa_pd75_e110_u5_ema lsa_pd75_e110_u5_ema_s1).
+# lsa_pd75_e121_u5_ev10_s1 lsa_pd75_e110_u5_ema lsa_pd75_e110_u5_ema_s1 lsa_pd75_e110_u5_ls01
+# lsa_pd75_e110_u5_ls01_s1).
 # Each run takes about 17 min on one core of a 2-core Intel Xeon with another beside it.
 # Figures: experiments/cifar10/results.md.
 set -euo pipefail
@@ -31,7 +32,8 @@ lsa_bf16_e70 lsa_lr3e3_e70 lsa_stem48_e62 lsa_stem64_e54
 lsa_stem48_e62_s1 lsa_stem64_e54_s1 lsa_pd75_e110 lsa_pd75_e110_s1
 lsa_pd75_e97 lsa_pd75_e97_s1 lsa_pd75_e110_u3 lsa_pd75_e110_u3_s1 lsa_pd75_e110_u5
 lsa_pd75_e110_u5_s1 lsa_pd75_e104_u8 lsa_pd75_e104_u8_s1 lsa_pd75_e121_u5_ev10
-lsa_pd75_e121_u5_ev10_s1 lsa_pd75_e110_u5_ema lsa_pd75_e110_u5_ema_s1"}
+lsa_pd75_e121_u5_ev10_s1 lsa_pd75_e110_u5_ema lsa_pd75_e110_u5_ema_s1
+lsa_pd75_e110_u5_ls01 lsa_pd75_e110_u5_ls01_s1"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
 # configs/cifar10_fast.toml's recipe until a0ecfd3, pinned: the conv stem (32 and 64
@@ -121,6 +123,9 @@ sets_of() {
     # config's every epoch. The weights are the config's, bit for bit; the average is the lever.
     lsa_pd75_e110_u5_ema) echo "$(sets_of lsa_pd75_e110_u5) optim.ema_decay=0.9995 train.eval_every=5" ;;
     lsa_pd75_e110_u5_ema_s1) echo "$(sets_of lsa_pd75_e110_u5_ema) train.seed=1" ;;
+    # ... with label smoothing 0.1 (CCT's and DeiT's), which costs nothing a step.
+    lsa_pd75_e110_u5_ls01) echo "$(sets_of lsa_pd75_e110_u5) optim.label_smoothing=0.1" ;;
+    lsa_pd75_e110_u5_ls01_s1) echo "$(sets_of lsa_pd75_e110_u5_ls01) train.seed=1" ;;
     *) echo "cifar10_fast_levers.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
