@@ -40,29 +40,38 @@ inline float exp_within_87(float x) {
 // to the 1 that the row max contributes to a softmax sum.
 inline float exp_nonpositive(float x) { return exp_within_87(std::max(x, -87.0f)); }
 
-// erfc(z) for any z; for z < 0 as 2 - erfc(-z). The form is erfc(a) = t exp(-a^2 + P(t))
-// with t = 1 / (1 + a / 2), as in Numerical Recipes' erfcc: the exp carries the Gaussian
-// tail, so P stays smooth and the relative error stays small far out in the tail. P is a
-// degree-9 fit, by iteratively reweighted least squares toward minimax, of
-// log(erfc(a) / t) + a^2 on t in [0.17, 1], that is a in [0, 9.5] (beyond it erfc is below
-// float's normal range); the fit is within 4e-8. In float the exp's argument, about -a^2,
-// is rounded to half an ulp, which makes the error 1.2e-6 relative at worst for |z| <= 4
-// and 4e-6 beyond (libm's erfcf: a few ulp). GELU's activations live well inside that.
+// exp(-z^2), the Gaussian factor of erfc_inline's tail; GELU's slope takes the normal
+// density from it. Written once, so that where both are inlined on the same z the compiler
+// computes the exp once.
+inline float gaussian_inline(float z) {
+  const float a = std::abs(z);
+  return exp_nonpositive(-(a * a));
+}
+
+// erfc(z) for any z; for z < 0 as 2 - erfc(-z). The form is erfc(a) = t Q(t) exp(-a^2)
+// with t = 1 / (1 + a / 2), as in Abramowitz and Stegun's 7.1.25-28: the exp carries the
+// Gaussian tail, so Q (erfc(a) exp(a^2) / t, which falls smoothly from 1 at a = 0 toward
+// 1 / (2 sqrt pi)) stays a polynomial and the relative error stays small far out in the
+// tail. Q is a degree-8 fit, by iteratively reweighted least squares toward minimax in
+// relative error, on t in [0.174, 1], that is a in [0, 9.5] (beyond it erfc is below
+// float's normal range); with its coefficients rounded to float the fit is within 6.5e-8.
+// In float, a^2 is rounded to half an ulp, which is the error's main part: 7.5e-7 relative
+// at worst for |z| <= 4 and 4e-6 beyond (up to 85, half an ulp of a^2 is 3.8e-6 of the
+// exponent and so of the result), with or without fused multiply-adds (libm's erfcf: a few
+// ulp). GELU's activations live well inside that.
 inline float erfc_inline(float z) {
   const float a = std::abs(z);
   const float t = 1.0f / (1.0f + 0.5f * a);
-  float p = 1.381054427e-01f;
-  p = p * t - 6.435534626e-01f;
-  p = p * t + 1.068795664e+00f;
-  p = p * t - 5.789592506e-01f;
-  p = p * t - 1.774483779e-01f;
-  p = p * t + 5.294124147e-02f;
-  p = p * t + 1.702380361e-02f;
-  p = p * t + 3.903167319e-01f;
-  p = p * t + 9.982052270e-01f;
-  p = p * t - 1.265426977e+00f;
-  // -a^2 + P(t) <= 0 up to rounding (erfc(a) <= t), which exp_nonpositive tolerates.
-  const float e = t * exp_nonpositive(p - a * a);
+  float q = -5.889091268e-02f;
+  q = q * t + 2.837025821e-01f;
+  q = q * t - 4.853849113e-01f;
+  q = q * t + 2.759793997e-01f;
+  q = q * t - 2.517844178e-02f;
+  q = q * t + 2.020701170e-01f;
+  q = q * t + 2.432609499e-01f;
+  q = q * t + 2.823534906e-01f;
+  q = q * t + 2.820876837e-01f;
+  const float e = t * q * gaussian_inline(z);
   return z < 0.0f ? 2.0f - e : e;
 }
 
@@ -93,11 +102,14 @@ inline float gelu_inline(float x) {
   return 0.5f * x * erfc_inline(-x * kInvSqrt2);
 }
 
-// gelu'(x) = Phi(x) + x phi(x)
+// gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-(x / sqrt 2)^2) / sqrt(2 pi): the same
+// Gaussian factor as Phi's erfc, so that a pass taking both GELU and its slope computes one
+// exp an element, not two.
 inline float gelu_slope_inline(float x) {
   constexpr float kInvSqrt2 = 0.70710678118654752f, kInvSqrt2Pi = 0.39894228040143268f;
-  const float cdf = 0.5f * erfc_inline(-x * kInvSqrt2);
-  const float pdf = kInvSqrt2Pi * exp_nonpositive(-0.5f * x * x);
+  const float z = -x * kInvSqrt2;
+  const float cdf = 0.5f * erfc_inline(z);
+  const float pdf = kInvSqrt2Pi * gaussian_inline(z);
   return cdf + x * pdf;
 }
 
