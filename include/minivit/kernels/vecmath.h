@@ -49,7 +49,7 @@ inline float gaussian_inline(float z) {
 }
 
 // erfc(z) for any z; for z < 0 as 2 - erfc(-z). The form is erfc(a) = t Q(t) exp(-a^2)
-// with t = 1 / (1 + a / 2), as in Abramowitz and Stegun's 7.1.25-28: the exp carries the
+// with t = 1 / (1 + a / 2), as in Abramowitz and Stegun's 7.1.26: the exp carries the
 // Gaussian tail, so Q (erfc(a) exp(a^2) / t, which falls smoothly from 1 at a = 0 toward
 // 1 / (2 sqrt pi)) stays a polynomial and the relative error stays small far out in the
 // tail. Q is a degree-8 fit, by iteratively reweighted least squares toward minimax in
