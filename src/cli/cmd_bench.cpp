@@ -26,11 +26,12 @@ static void announce(const BenchSetup& s, const BenchOptions& opt, const std::st
            ? " tokens (" + std::to_string(s.mc.train_tokens()) + " in training: model.patch_drop)"
            : std::string(" tokens"));
   std::fprintf(stderr,
-               "bench: %s, batch %d, %s, %s attention, %s, gemm kernels %s, %s products in "
-               "training\n",
+               "bench: %s, batch %d, %s, %s attention, %s, gemm kernels %s, layers %s, %s "
+               "products in training\n",
                opt.config_path.c_str(), s.B, tokens.c_str(),
                std::string(config_name(s.mc.attention)).c_str(),
                threads.c_str(), s.acts.compute.kernels_name().c_str(),
+               isa_name(s.acts.compute.isa),
                std::string(config_name(s.acts.compute.effective_precision(s.config.train.precision))).c_str());
   if (const std::string note = Compute::environment_note(); !note.empty())
     std::fprintf(stderr, "%s\n", note.c_str());
@@ -79,6 +80,7 @@ static int run_threads_sweep(BenchSetup& s, const BenchOptions& opt) {
     nlohmann::json j = {{"attention", config_name(s.mc.attention)}, {"threads_sweep", rows},
                         {"cores", cores}, {"batch_size", s.B}, {"tokens", s.mc.tokens()},
                         {"steps", opt.steps}, {"gemm_kernels", s.acts.compute.kernels_name()},
+                        {"layers_level", isa_name(s.acts.compute.isa)},
                         {"precision", config_name(s.acts.compute.effective_precision(s.config.train.precision))},
                         {"blas_kernels", blas_kernel_name()}, {"config", opt.config_path},
                         {"latency_images", opt.latency_images}, {"rounds", opt.rounds}};
@@ -218,6 +220,7 @@ static nlohmann::json report_json(const BenchSetup& s, const BenchOptions& opt,
                       {"tokens", mc.tokens()},
                       {"steps", opt.steps},
                       {"gemm_kernels", s.acts.compute.kernels_name()},
+                      {"layers_level", isa_name(s.acts.compute.isa)},
                       {"precision", config_name(s.acts.compute.effective_precision(s.config.train.precision))},
                       {"blas_kernels", blas_kernel_name()},
                       {"peak_rss_mb", r.peak_rss_mb},

@@ -72,7 +72,8 @@ std::string CommandLine::command() const {
 int CommandLine::run() const {
   const std::string name = command();
   for (const CLI::App* chosen : app_.get_subcommands()) check_one_stdin(*chosen);
-  // A MINIVIT_GEMM that cannot be followed; train and bench say it among their first lines.
+  // A MINIVIT_ISA or MINIVIT_GEMM that cannot be followed; train and bench say it among their
+  // first lines.
   if (name == "eval" || name == "attention" || name == "predict")
     if (const std::string note = Compute::environment_note(); !note.empty())
       std::fprintf(stderr, "%s\n", note.c_str());
@@ -212,7 +213,9 @@ void CommandLine::add_bench() {
   command->footer(
       "Matrix products run on minivit's own kernels: AVX-512 ones when the build and the CPU "
       "have AVX-512, AVX2 ones when they have AVX2 and FMA, else OpenBLAS; "
-      "MINIVIT_GEMM=openblas in the environment forces OpenBLAS, to compare them. Training "
+      "MINIVIT_GEMM=openblas in the environment forces OpenBLAS, to compare them, and "
+      "MINIVIT_ISA=avx2 or x86-64 runs the layers and kernels as a CPU of that level would. "
+      "Training "
       "steps compute the blocks' products as the config's train.precision says: \"bf16\" "
       "(the default config's) takes bf16-rounded inputs where "
       "the CPU has AVX512_BF16, on AMX tiles where it has those (MINIVIT_GEMM=avx512 keeps "

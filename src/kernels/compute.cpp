@@ -110,10 +110,20 @@ std::optional<Compute> Compute::with_kernels(GemmKernels kernels) {
   return c;
 }
 
-static Compute fastest() {
+// The level a set of kernels is compiled into; OpenBLAS's calls are made from any level.
+static Isa level_of(GemmKernels kernels) {
+  return kernels == GemmKernels::avx2       ? Isa::avx2
+         : kernels == GemmKernels::openblas ? Isa::x86_64
+                                            : Isa::avx512;
+}
+
+// The fastest kernels this CPU runs within `cap`, with the layers at the cap.
+static Compute fastest(Isa cap) {
   for (GemmKernels k : {GemmKernels::amx, GemmKernels::avx512, GemmKernels::avx2})
-    if (auto c = Compute::with_kernels(k)) return *c;
-  return *Compute::with_kernels(GemmKernels::openblas);
+    if (auto c = Compute::with_kernels(k); c && level_of(k) <= cap) return *c;
+  Compute c = *Compute::with_kernels(GemmKernels::openblas);
+  c.isa = cap;
+  return c;
 }
 
 // MINIVIT_GEMM's kernels, nullopt for auto or unset; `known` false for a word it does not know.
@@ -128,27 +138,74 @@ static std::optional<GemmKernels> kernels_asked(const char* env, bool& known) {
   return std::nullopt;
 }
 
+// MINIVIT_ISA's level, nullopt for auto or unset; `known` false for a word it does not know.
+static std::optional<Isa> level_asked(const char* env, bool& known) {
+  known = true;
+  if (!env || !*env || strcasecmp(env, "auto") == 0) return std::nullopt;
+  if (strcasecmp(env, "x86-64") == 0) return Isa::x86_64;
+  if (strcasecmp(env, "avx2") == 0) return Isa::avx2;
+  if (strcasecmp(env, "avx512") == 0) return Isa::avx512;
+  known = false;
+  return std::nullopt;
+}
+
+// The highest level the run may use: MINIVIT_ISA's where this CPU runs it, else the CPU's.
+static Isa level_cap() {
+  bool known;
+  const auto asked = level_asked(std::getenv("MINIVIT_ISA"), known);
+  return asked && cpu_runs(*asked) ? *asked : best_isa();
+}
+
 Compute Compute::automatic() {
   bool known;
-  Compute c = fastest();
+  const Isa cap = level_cap();
+  Compute c = fastest(cap);
   if (auto asked = kernels_asked(std::getenv("MINIVIT_GEMM"), known))
-    if (auto k = with_kernels(*asked)) c = *k;
+    if (auto k = with_kernels(*asked); k && level_of(*asked) <= cap) {
+      c = *k;
+      if (*asked == GemmKernels::openblas) c.isa = cap;
+    }
   if (c.kernels == GemmKernels::openblas)  // else OpenBLAS's first product would kill us
     if (const std::string problem = blas_core_problem(); !problem.empty()) throw Error(problem);
   return c;
 }
 
-std::string Compute::environment_note() {
+// Why MINIVIT_ISA was not followed, "" when it was or is unset.
+static std::string level_note() {
+  const char* env = std::getenv("MINIVIT_ISA");
+  bool known;
+  const auto asked = level_asked(env, known);
+  if (known && (!asked || cpu_runs(*asked))) return "";
+  const std::string why = !known ? "expected auto, x86-64, avx2 or avx512"
+                                 : std::string("this CPU has no ") + isa_name(*asked);
+  return std::string("minivit: MINIVIT_ISA=") + env + ": " + why + "; the layers run at " +
+         isa_name(best_isa());
+}
+
+// Why MINIVIT_GEMM was not followed, "" when it was or is unset.
+static std::string kernels_note() {
   const char* env = std::getenv("MINIVIT_GEMM");
   bool known;
   const auto asked = kernels_asked(env, known);
-  if (known && (!asked || cpu_runs(*asked))) return "";
-  const char* why = !known ? "expected auto, openblas, avx2, avx512 or amx"
-                    : *asked == GemmKernels::amx ? "this CPU has no AMX tiles usable here"
-                    : *asked == GemmKernels::avx512 ? "this CPU has no AVX-512"
-                                                    : "this CPU has no AVX2 and FMA";
+  const Isa cap = level_cap();
+  if (known && (!asked || (cpu_runs(*asked) && level_of(*asked) <= cap))) return "";
+  std::string why;
+  if (!known)
+    why = "expected auto, openblas, avx2, avx512 or amx";
+  else if (!cpu_runs(*asked))
+    why = *asked == GemmKernels::amx      ? "this CPU has no AMX tiles usable here"
+          : *asked == GemmKernels::avx512 ? "this CPU has no AVX-512"
+                                          : "this CPU has no AVX2 and FMA";
+  else
+    why = std::string("these kernels need the ") + isa_name(level_of(*asked)) +
+          " level, above MINIVIT_ISA's " + isa_name(cap);
   return std::string("minivit: MINIVIT_GEMM=") + env + ": " + why + "; using " +
-         fastest().kernels_name();
+         fastest(cap).kernels_name();
+}
+
+std::string Compute::environment_note() {
+  const std::string level = level_note(), kernels = kernels_note();
+  return level.empty() || kernels.empty() ? level + kernels : level + "\n" + kernels;
 }
 
 bool Compute::bf16_products() const {

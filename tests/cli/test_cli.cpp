@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
+#include <tuple>
 
 #include "minivit/formats/checkpoint.h"
 #include "minivit/formats/safetensors.h"
@@ -401,6 +402,59 @@ TEST_CASE("bench reports throughput and the kernels in use, and MINIVIT_GEMM pic
     CHECK(avx512.exit_code == 0);
   } else {
     CHECK_THAT(r.err, Contains("MINIVIT_GEMM=amx: this CPU has no AMX tiles usable here"));
+  }
+}
+
+TEST_CASE("MINIVIT_ISA caps the layers' level and the kernels with it, as an older CPU", "[cli]") {
+  TempDir dir("cli_bench_isa");
+  const std::string config = dir.str("tiny.toml"), json = dir.str("bench.json");
+  write_text(config, tiny_config_toml(dir.str("no_data_needed"), dir.str("run")));
+  const std::string args = "bench --config " + config + " --steps 2 --warmup 1 --json " + json;
+  // Runs bench under the given settings (nullptr: unset) and returns its JSON's setting.
+  auto bench_with = [&](const char* isa, const char* gemm, RunResult& r) {
+    isa ? setenv("MINIVIT_ISA", isa, 1) : unsetenv("MINIVIT_ISA");
+    gemm ? setenv("MINIVIT_GEMM", gemm, 1) : unsetenv("MINIVIT_GEMM");
+    r = run_minivit(args);
+    unsetenv("MINIVIT_ISA");
+    unsetenv("MINIVIT_GEMM");
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(read_text(json));
+    return std::pair<std::string, std::string>(j.at("gemm_kernels"), j.at("layers_level"));
+  };
+  RunResult r;
+  // Every CPU runs the baseline: OpenBLAS under the x86-64 layers, as on a CPU without AVX2.
+  auto [kernels, level] = bench_with("x86-64", nullptr, r);
+  CHECK(kernels.rfind("OpenBLAS ", 0) == 0);
+  CHECK(level == "x86-64");
+  CHECK_THAT(r.err, Contains("layers x86-64"));
+  CHECK(r.err.find("MINIVIT_") == std::string::npos);
+  // Kernels above the cap are refused by name, and the fastest under it taken.
+  std::tie(kernels, level) = bench_with("x86-64", "avx2", r);
+  CHECK(kernels.rfind("OpenBLAS ", 0) == 0);
+  CHECK(level == "x86-64");
+  if (minivit::cpu_runs(minivit::Isa::avx2))
+    CHECK_THAT(r.err, Contains("MINIVIT_GEMM=avx2: these kernels need the AVX2 level, above "
+                               "MINIVIT_ISA's x86-64; using OpenBLAS "));
+  if (minivit::cpu_runs(minivit::Isa::avx2)) {
+    std::tie(kernels, level) = bench_with("avx2", nullptr, r);
+    CHECK(kernels == "minivit AVX2");
+    CHECK(level == "AVX2");
+    // OpenBLAS's products under the AVX2 layers, which MINIVIT_GEMM alone cannot ask for.
+    std::tie(kernels, level) = bench_with("avx2", "openblas", r);
+    CHECK(kernels.rfind("OpenBLAS ", 0) == 0);
+    CHECK(level == "AVX2");
+  }
+  // Without a cap OpenBLAS runs under the best layers the CPU has.
+  std::tie(kernels, level) = bench_with(nullptr, "openblas", r);
+  CHECK(level == minivit::isa_name(minivit::best_isa()));
+  // An unknown word, or a level the CPU lacks, is named and the CPU's best level kept.
+  const auto automatic = bench_with(nullptr, nullptr, r);
+  CHECK(bench_with("sse4", nullptr, r) == automatic);
+  CHECK_THAT(r.err, Contains("minivit: MINIVIT_ISA=sse4: expected auto, x86-64, avx2 or avx512; "
+                             "the layers run at "));
+  if (!minivit::cpu_runs(minivit::Isa::avx512)) {
+    CHECK(bench_with("avx512", nullptr, r) == automatic);
+    CHECK_THAT(r.err, Contains("MINIVIT_ISA=avx512: this CPU has no AVX-512"));
   }
 }
 

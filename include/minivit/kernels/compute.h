@@ -34,11 +34,14 @@ struct Compute {
   // The fastest this CPU can run: AMX, AVX-512, AVX2 kernels in that order, else OpenBLAS,
   // with the layers at the best level. MINIVIT_GEMM (auto, openblas, avx2, avx512, amx) in
   // the environment forces the kernels, and with them the level (openblas keeps the best);
-  // a value that cannot be followed leaves the automatic choice (see environment_note).
+  // MINIVIT_ISA (auto, x86-64, avx2, avx512) caps the level, and with it the kernels, as on a
+  // CPU that stops there. A value that cannot be followed leaves the automatic choice (see
+  // environment_note).
   static Compute automatic();
   // The given kernels, with the level they need; nullopt when this CPU cannot run them.
   static std::optional<Compute> with_kernels(GemmKernels kernels);
-  // Why MINIVIT_GEMM was not followed, for one line on stderr; "" when it was or is unset.
+  // Why MINIVIT_ISA or MINIVIT_GEMM was not followed, a line on stderr for each; "" when
+  // both were or are unset.
   static std::string environment_note();
 
   // Whether gemm computes Precision::bf16 products in bf16 with these kernels.
