@@ -117,42 +117,59 @@ static Isa level_of(GemmKernels kernels) {
                                             : Isa::avx512;
 }
 
-// The fastest kernels this CPU runs within `cap`, with the layers at the cap.
-static Compute fastest(Isa cap) {
-  for (GemmKernels k : {GemmKernels::amx, GemmKernels::avx512, GemmKernels::avx2})
-    if (auto c = Compute::with_kernels(k); c && level_of(k) <= cap) return *c;
-  Compute c = *Compute::with_kernels(GemmKernels::openblas);
-  c.isa = cap;
+// `kernels` where this CPU runs them within `cap`; OpenBLAS's with the layers at the cap.
+static std::optional<Compute> within(GemmKernels kernels, Isa cap) {
+  auto c = Compute::with_kernels(kernels);
+  if (!c || level_of(kernels) > cap) return std::nullopt;
+  if (kernels == GemmKernels::openblas) c->isa = cap;
   return c;
 }
 
-// MINIVIT_GEMM's kernels, nullopt for auto or unset; `known` false for a word it does not know.
-static std::optional<GemmKernels> kernels_asked(const char* env, bool& known) {
+// The fastest kernels this CPU runs within `cap`.
+static Compute fastest(Isa cap) {
+  for (GemmKernels k : {GemmKernels::amx, GemmKernels::avx512, GemmKernels::avx2})
+    if (auto c = within(k, cap)) return *c;
+  return *within(GemmKernels::openblas, cap);
+}
+
+// A word an environment variable may hold, and what it asks for.
+template <typename T>
+struct Word {
+  const char* word;
+  T value;
+};
+
+// An environment variable's choice among `words`, nullopt for auto or unset; `known` false
+// for a word not among them.
+template <typename T, size_t N>
+static std::optional<T> word_asked(const char* env, const Word<T> (&words)[N], bool& known) {
   known = true;
   if (!env || !*env || strcasecmp(env, "auto") == 0) return std::nullopt;
-  if (strcasecmp(env, "openblas") == 0) return GemmKernels::openblas;
-  if (strcasecmp(env, "avx2") == 0) return GemmKernels::avx2;
-  if (strcasecmp(env, "avx512") == 0) return GemmKernels::avx512;
-  if (strcasecmp(env, "amx") == 0) return GemmKernels::amx;
+  for (const Word<T>& w : words)
+    if (strcasecmp(env, w.word) == 0) return w.value;
   known = false;
   return std::nullopt;
 }
 
-// MINIVIT_ISA's level, nullopt for auto or unset; `known` false for a word it does not know.
-static std::optional<Isa> level_asked(const char* env, bool& known) {
-  known = true;
-  if (!env || !*env || strcasecmp(env, "auto") == 0) return std::nullopt;
-  if (strcasecmp(env, "x86-64") == 0) return Isa::x86_64;
-  if (strcasecmp(env, "avx2") == 0) return Isa::avx2;
-  if (strcasecmp(env, "avx512") == 0) return Isa::avx512;
-  known = false;
-  return std::nullopt;
+// "expected auto, a, b or c", for a word not among `words`.
+template <typename T, size_t N>
+static std::string expected(const Word<T> (&words)[N]) {
+  std::string list = "expected auto";
+  for (size_t i = 0; i < N; ++i) list += std::string(i + 1 < N ? ", " : " or ") + words[i].word;
+  return list;
 }
+
+constexpr Word<GemmKernels> kKernelWords[] = {{"openblas", GemmKernels::openblas},
+                                              {"avx2", GemmKernels::avx2},
+                                              {"avx512", GemmKernels::avx512},
+                                              {"amx", GemmKernels::amx}};
+constexpr Word<Isa> kLevelWords[] = {
+    {"x86-64", Isa::x86_64}, {"avx2", Isa::avx2}, {"avx512", Isa::avx512}};
 
 // The highest level the run may use: MINIVIT_ISA's where this CPU runs it, else the CPU's.
 static Isa level_cap() {
   bool known;
-  const auto asked = level_asked(std::getenv("MINIVIT_ISA"), known);
+  const auto asked = word_asked(std::getenv("MINIVIT_ISA"), kLevelWords, known);
   return asked && cpu_runs(*asked) ? *asked : best_isa();
 }
 
@@ -160,11 +177,8 @@ Compute Compute::automatic() {
   bool known;
   const Isa cap = level_cap();
   Compute c = fastest(cap);
-  if (auto asked = kernels_asked(std::getenv("MINIVIT_GEMM"), known))
-    if (auto k = with_kernels(*asked); k && level_of(*asked) <= cap) {
-      c = *k;
-      if (*asked == GemmKernels::openblas) c.isa = cap;
-    }
+  if (auto asked = word_asked(std::getenv("MINIVIT_GEMM"), kKernelWords, known))
+    if (auto k = within(*asked, cap)) c = *k;
   if (c.kernels == GemmKernels::openblas)  // else OpenBLAS's first product would kill us
     if (const std::string problem = blas_core_problem(); !problem.empty()) throw Error(problem);
   return c;
@@ -174,9 +188,9 @@ Compute Compute::automatic() {
 static std::string level_note() {
   const char* env = std::getenv("MINIVIT_ISA");
   bool known;
-  const auto asked = level_asked(env, known);
+  const auto asked = word_asked(env, kLevelWords, known);
   if (known && (!asked || cpu_runs(*asked))) return "";
-  const std::string why = !known ? "expected auto, x86-64, avx2 or avx512"
+  const std::string why = !known ? expected(kLevelWords)
                                  : std::string("this CPU has no ") + isa_name(*asked);
   return std::string("minivit: MINIVIT_ISA=") + env + ": " + why + "; the layers run at " +
          isa_name(best_isa());
@@ -186,12 +200,12 @@ static std::string level_note() {
 static std::string kernels_note() {
   const char* env = std::getenv("MINIVIT_GEMM");
   bool known;
-  const auto asked = kernels_asked(env, known);
+  const auto asked = word_asked(env, kKernelWords, known);
   const Isa cap = level_cap();
-  if (known && (!asked || (cpu_runs(*asked) && level_of(*asked) <= cap))) return "";
+  if (known && (!asked || within(*asked, cap))) return "";
   std::string why;
   if (!known)
-    why = "expected auto, openblas, avx2, avx512 or amx";
+    why = expected(kKernelWords);
   else if (!cpu_runs(*asked))
     why = *asked == GemmKernels::amx      ? "this CPU has no AMX tiles usable here"
           : *asked == GemmKernels::avx512 ? "this CPU has no AVX-512"
