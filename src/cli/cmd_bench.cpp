@@ -105,7 +105,8 @@ static std::string range_of(const std::vector<BenchRound>& each, Rate rate) {
 
 // With --rounds above 1, the line under the figures that says each is a best, and how far
 // the rounds spread.
-static void print_round_ranges(const BenchRounds& rounds, bool every_patch, bool openblas) {
+static void print_round_ranges(const BenchRounds& rounds, bool every_patch, bool openblas,
+                               bool bf16) {
   const auto& each = rounds.each;
   std::printf("rounds %zu, each line the best of them: train %s img/s", each.size(),
               range_of(each, [](const BenchRound& r) { return r.rates.train_ips; }).c_str());
@@ -118,11 +119,15 @@ static void print_round_ranges(const BenchRounds& rounds, bool every_patch, bool
   if (openblas)
     std::printf(", through OpenBLAS %s",
                 range_of(each, [](const BenchRound& r) { return r.openblas_sgemm; }).c_str());
+  if (bf16)
+    std::printf(", bf16 %s",
+                range_of(each, [](const BenchRound& r) { return r.bf16_gemm; }).c_str());
   std::printf("\n");
 }
 
 // The rates of each round, for --json.
-static nlohmann::json rounds_json(const BenchRounds& rounds, bool every_patch, bool openblas) {
+static nlohmann::json rounds_json(const BenchRounds& rounds, bool every_patch, bool openblas,
+                                  bool bf16) {
   nlohmann::json each = nlohmann::json::array();
   for (const BenchRound& r : rounds.each) {
     nlohmann::json j = {{"train_img_per_s", r.rates.train_ips},
@@ -130,6 +135,7 @@ static nlohmann::json rounds_json(const BenchRounds& rounds, bool every_patch, b
                         {"sgemm_gflops", r.rates.sgemm}};
     if (every_patch) j["train_every_patch_img_per_s"] = r.every_patch.ips;
     if (openblas) j["openblas_sgemm_gflops"] = r.openblas_sgemm;
+    if (bf16) j["bf16_gemm_gflops"] = r.bf16_gemm;
     each.push_back(j);
   }
   return each;
@@ -141,6 +147,7 @@ struct BenchReport {
   int threads = 0;
   bool every_patch = false;   // train.unmasked_epochs: the every-patch steps timed too
   bool openblas_too = false;  // OpenBLAS's rate on the same product beside minivit's own
+  bool bf16 = false;          // the training products in bf16, and their rate measured
   std::string blas_problem;   // why OpenBLAS's kernels cannot run here, or empty
   BenchRounds rounds;
   Latency latency;
@@ -178,6 +185,10 @@ static void print_report(const BenchSetup& s, const BenchOptions& opt, const Ben
                 r.rounds.best.openblas_sgemm, blas_kernel_name());
   else if (s.acts.compute.kernels != GemmKernels::openblas)
     std::printf("sgemm  OpenBLAS not measured: %s\n", r.blas_problem.c_str());
+  if (r.bf16)
+    std::printf("bf16   %6.1f GFLOP/s on the same product in bf16, the training products' "
+                "precision (%.2fx the sgemm line)\n",
+                r.rounds.best.bf16_gemm, r.rounds.best.bf16_gemm / t.sgemm);
   std::printf("attention core: %.1f%% of training time, %.1f%% of the FLOPs\n",
               100 * t.attention_share, 100 * vit_attention_flop_share(mc));
   std::printf("step phases: forward %.1f%%, backward %.1f%%, update %.2f%%, clearing gradients "
@@ -186,7 +197,7 @@ static void print_report(const BenchSetup& s, const BenchOptions& opt, const Ben
               100 * t.clear_share);
   std::printf("threads %d, gemm kernels %s, peak RSS %.0f MB, activations %.0f MB\n", r.threads,
               s.acts.compute.kernels_name().c_str(), r.peak_rss_mb, s.acts.bytes() / 1048576.0);
-  if (opt.rounds > 1) print_round_ranges(r.rounds, r.every_patch, r.openblas_too);
+  if (opt.rounds > 1) print_round_ranges(r.rounds, r.every_patch, r.openblas_too, r.bf16);
 }
 
 static nlohmann::json report_json(const BenchSetup& s, const BenchOptions& opt,
@@ -204,6 +215,8 @@ static nlohmann::json report_json(const BenchSetup& s, const BenchOptions& opt,
                       {"openblas_sgemm_gflops", r.blas_problem.empty()
                                                     ? nlohmann::json(openblas_sgemm)
                                                     : nlohmann::json(nullptr)},
+                      {"bf16_gemm_gflops", r.bf16 ? nlohmann::json(r.rounds.best.bf16_gemm)
+                                                  : nlohmann::json(nullptr)},
                       {"train_percent_of_sgemm", t.train_percent},
                       {"eval_percent_of_sgemm", t.eval_percent},
                       {"train_mflop_per_image", vit_train_flops(mc) / 1e6},
@@ -234,7 +247,7 @@ static nlohmann::json report_json(const BenchSetup& s, const BenchOptions& opt,
     j["loader_ms_per_batch"] = r.loader.ms_per_batch;
   }
   j["rounds"] = opt.rounds;
-  j["each_round"] = rounds_json(r.rounds, r.every_patch, r.openblas_too);
+  j["each_round"] = rounds_json(r.rounds, r.every_patch, r.openblas_too, r.bf16);
   j["latency_images"] = opt.latency_images;  // 0: not measured, and no latency figures
   if (opt.latency_images > 0) {
     j["latency_median_ms"] = r.latency.median_ms;
@@ -262,6 +275,7 @@ int run_bench(const BenchOptions& opt) {
   r.blas_problem = blas_core_problem();
   r.openblas_too = s.acts.compute.kernels != GemmKernels::openblas && r.blas_problem.empty();
   r.rounds = measure_rounds(s, steps, opt.rounds, r.every_patch, r.openblas_too);
+  r.bf16 = r.rounds.best.bf16_gemm > 0;
   if (opt.latency_images > 0)
     r.latency = measure_latency_on_one_thread(s.model, s.acts.compute, opt.latency_images);
   if (opt.loader) r.loader = measure_loader_rate(config, std::max(opt.steps, 20));
@@ -270,6 +284,12 @@ int run_bench(const BenchOptions& opt) {
   r.peak_rss_mb = usage.ru_maxrss / 1024.0;
 
   print_report(s, opt, r);
+  if (r.bf16 && r.rounds.best.bf16_gemm < r.rounds.best.rates.sgemm)
+    std::fprintf(stderr,
+                 "note: bf16 products ran at %.2fx the fp32 rate here; train.precision = "
+                 "\"fp32\" may train faster on this CPU (bench --set train.precision=fp32 "
+                 "measures it)\n",
+                 r.rounds.best.bf16_gemm / r.rounds.best.rates.sgemm);
   if (!opt.json_path.empty()) write_file_atomic(opt.json_path, report_json(s, opt, r).dump(2) + "\n");
   return 0;
 }

@@ -21,18 +21,18 @@ static double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// sgemm rate of this machine with this thread count, on the model's largest product
+// The product rate of this machine with this thread count, on the model's largest product
 // (the batch folded into rows times the qkv projection).
-double measure_sgemm_gflops(int M, int N, int K, GemmKernels kernels) {
-  const Products fp32{kernels, Precision::fp32};
+double measure_gemm_gflops(int M, int N, int K, Products products) {
   std::vector<float> A(size_t(M) * K), B(size_t(N) * K), C(size_t(M) * N);
   for (size_t i = 0; i < A.size(); ++i) A[i] = rng_uniform(1, i) - 0.5f;
   for (size_t i = 0; i < B.size(); ++i) B[i] = rng_uniform(2, i) - 0.5f;
-  gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), N, fp32);  // warm-up
+  // One untimed product first, to warm the caches and the pool.
+  gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), N, products);
   int reps = 0;
   const auto t0 = Clock::now();
   do {
-    gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), N, fp32);
+    gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), N, products);
     ++reps;
   } while (seconds_since(t0) < 0.5);
   return 2.0 * M * N * K * reps / seconds_since(t0) / 1e9;
@@ -103,7 +103,8 @@ Throughput measure_throughput(BenchSetup& s, const BenchSteps& opt) {
     t.eval_s = seconds_since(t0);
   }
 
-  t.sgemm = measure_sgemm_gflops(s.B * s.mc.tokens(), 3 * s.mc.dim, s.mc.dim, s.acts.compute.kernels);
+  t.sgemm = measure_gemm_gflops(s.B * s.mc.tokens(), 3 * s.mc.dim, s.mc.dim,
+                                {s.acts.compute.kernels, Precision::fp32});
   t.train_ips = double(opt.steps) * s.B / t.train_s;
   t.eval_ips = double(opt.steps) * s.B / t.eval_s;
   t.train_gflops = t.train_ips * vit_train_flops(s.mc) / 1e9;
@@ -132,9 +133,12 @@ static BenchRound measure_round(BenchSetup& s, const BenchSteps& opt, bool every
   BenchRound r;
   r.rates = measure_throughput(s, opt);
   if (every_patch) r.every_patch = measure_every_patch_rate(s, opt, r.rates.sgemm);
+  const int M = s.B * s.mc.tokens(), N = 3 * s.mc.dim, K = s.mc.dim;
   if (openblas)
-    r.openblas_sgemm = measure_sgemm_gflops(s.B * s.mc.tokens(), 3 * s.mc.dim, s.mc.dim,
-                                            GemmKernels::openblas);
+    r.openblas_sgemm = measure_gemm_gflops(M, N, K, {GemmKernels::openblas, Precision::fp32});
+  const Compute& compute = s.acts.compute;
+  if (compute.effective_precision(s.config.train.precision) == Precision::bf16)
+    r.bf16_gemm = measure_gemm_gflops(M, N, K, {compute.kernels, Precision::bf16});
   return r;
 }
 
@@ -156,6 +160,7 @@ static BenchRound best_of(const std::vector<BenchRound>& each) {
   r.every_patch = best([](const BenchRound& x) { return x.every_patch.ips; }).every_patch;
   r.every_patch.percent = 100 * r.every_patch.gflops / r.rates.sgemm;
   r.openblas_sgemm = best([](const BenchRound& x) { return x.openblas_sgemm; }).openblas_sgemm;
+  r.bf16_gemm = best([](const BenchRound& x) { return x.bf16_gemm; }).bf16_gemm;
   return r;
 }
 

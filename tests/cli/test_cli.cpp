@@ -346,13 +346,25 @@ TEST_CASE("bench reports throughput and the kernels in use, and MINIVIT_GEMM pic
   CHECK(j.at("sgemm_gflops").get<double>() > 0);
   const std::string automatic = j.at("gemm_kernels");
   CHECK(j.at("precision") == "fp32");
-  // bf16 products where the kernels chosen here have them (gemm.h), fp32 with a note elsewhere.
+  // bf16 products where the kernels chosen here have them (gemm.h), fp32 with a note elsewhere;
+  // where they run, their rate on the sgemm line's product beside it.
+  CHECK(j.at("bf16_gemm_gflops").is_null());
+  CHECK_THAT(r.out, !Contains("bf16 "));
   {
     const RunResult bf16 = run_minivit(args + " --set train.precision=bf16");
     REQUIRE(bf16.exit_code == 0);
     const bool available = minivit::Compute::automatic().bf16_products();
-    CHECK(nlohmann::json::parse(read_text(json)).at("precision") == (available ? "bf16" : "fp32"));
+    const auto jb = nlohmann::json::parse(read_text(json));
+    CHECK(jb.at("precision") == (available ? "bf16" : "fp32"));
     CHECK((bf16.err.find("note: train.precision") == std::string::npos) == available);
+    CHECK(jb.at("bf16_gemm_gflops").is_null() == !available);
+    if (available) {
+      const double rate = jb.at("bf16_gemm_gflops"), sgemm = jb.at("sgemm_gflops");
+      CHECK(rate > 0);
+      CHECK_THAT(bf16.out, Contains("GFLOP/s on the same product in bf16"));
+      // The note that fp32 may train faster comes exactly when the bf16 rate is the lower.
+      CHECK((bf16.err.find("note: bf16 products ran at") != std::string::npos) == (rate < sgemm));
+    }
   }
   // The step's phases are disjoint parts of the timed steps: shares that add up to at most 1.
   CHECK_THAT(r.out, Contains("step phases: forward "));
@@ -568,7 +580,7 @@ TEST_CASE("bench --rounds measures every rate that many times and prints the bes
                            " --set train.unmasked_epochs=2";
 
   SECTION("three rounds: the JSON's figures are the best of its rounds, the shares of the best") {
-    const RunResult r = run_minivit(args + " --rounds 3");
+    const RunResult r = run_minivit(args + " --rounds 3 --set train.precision=bf16");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     const auto j = nlohmann::json::parse(read_text(json));
@@ -597,6 +609,13 @@ TEST_CASE("bench --rounds measures every rate that many times and prints the bes
                           j.at("gemm_kernels").get<std::string>().rfind("OpenBLAS", 0) != 0;
     if (openblas)
       CHECK(j.at("openblas_sgemm_gflops").get<double>() == best("openblas_sgemm_gflops"));
+    if (j.at("precision") == "bf16") {  // where this CPU's kernels have bf16 products
+      CHECK(j.at("bf16_gemm_gflops").get<double>() == best("bf16_gemm_gflops"));
+      CHECK_THAT(r.out, Contains(", bf16 "));
+    } else {
+      CHECK(j.at("bf16_gemm_gflops").is_null());
+      CHECK_FALSE(each[0].contains("bf16_gemm_gflops"));
+    }
     // The ranges under the figures, each from its worst round to its best.
     const std::regex line("rounds 3, each line the best of them: train ([0-9.]+)-([0-9.]+) "
                           "img/s, on every patch [0-9.]+-[0-9.]+, eval [0-9.]+-[0-9.]+, sgemm "

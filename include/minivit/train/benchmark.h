@@ -67,9 +67,9 @@ struct EveryPatchRate {
   double ips = 0.0, gflops = 0.0, percent = 0.0, ms_per_step = 0.0;
 };
 
-// GFLOP/s of one product (M, K) x (K, N) on `kernels` and the pool's threads, over half a
-// second: the model's largest product is the yardstick of the rates above.
-double measure_sgemm_gflops(int M, int N, int K, GemmKernels kernels);
+// GFLOP/s of one product (M, K) x (K, N) on `products` and the pool's threads, over half a
+// second: the model's largest product in fp32 is the yardstick of the rates above.
+double measure_gemm_gflops(int M, int N, int K, Products products);
 
 // Training steps and evaluation batches on the thread pool as it is set, and the sgemm rate
 // on the same threads.
@@ -84,6 +84,9 @@ struct BenchRound {
   Throughput rates;
   EveryPatchRate every_patch;   // measured with every_patch (train.unmasked_epochs), else 0
   double openblas_sgemm = 0.0;  // the same product through OpenBLAS when asked for, else 0
+  // The same product in bf16 where the training products run in bf16, else 0: on a CPU
+  // whose bf16 products are no faster than its fp32 ones, fp32 trains faster.
+  double bf16_gemm = 0.0;
 };
 
 // `rounds` rounds, one after another, and the best of each rate over them: a machine that
