@@ -53,7 +53,7 @@ static int run_threads_sweep(BenchSetup& s, const BenchOptions& opt) {
   Throughput one;
   for (int threads : sweep_thread_counts()) {
     set_num_threads(threads);
-    const Throughput t = measure_rounds(s, steps, opt.rounds, false, false).best.rates;
+    const Throughput t = measure_rounds(s, steps, opt.rounds).best.rates;
     if (threads == 1) one = t;
     std::printf("%7d  %11.1f  %10.1f  %13.1f  %11.1f%%  %10.1f%%  %8.2f  %7.2f  %8.2f  %7.2f%%\n",
                 threads, t.train_ips, t.eval_ips, t.sgemm, t.train_percent, t.eval_percent,
@@ -274,7 +274,11 @@ int run_bench(const BenchOptions& opt) {
   r.every_patch = config.train.unmasked_epochs > 0;
   r.blas_problem = blas_core_problem();
   r.openblas_too = s.acts.compute.kernels != GemmKernels::openblas && r.blas_problem.empty();
-  r.rounds = measure_rounds(s, steps, opt.rounds, r.every_patch, r.openblas_too);
+  RoundExtras extras;
+  extras.every_patch = r.every_patch;
+  extras.openblas = r.openblas_too;
+  extras.bf16 = s.acts.compute.effective_precision(config.train.precision) == Precision::bf16;
+  r.rounds = measure_rounds(s, steps, opt.rounds, extras);
   r.bf16 = r.rounds.best.bf16_gemm > 0;
   if (opt.latency_images > 0)
     r.latency = measure_latency_on_one_thread(s.model, s.acts.compute, opt.latency_images);

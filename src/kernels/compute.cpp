@@ -132,6 +132,8 @@ static Compute fastest(Isa cap) {
   return *within(GemmKernels::openblas, cap);
 }
 
+namespace {
+
 // A word an environment variable may hold, and what it asks for.
 template <typename T>
 struct Word {
@@ -142,7 +144,7 @@ struct Word {
 // An environment variable's choice among `words`, nullopt for auto or unset; `known` false
 // for a word not among them.
 template <typename T, size_t N>
-static std::optional<T> word_asked(const char* env, const Word<T> (&words)[N], bool& known) {
+std::optional<T> word_asked(const char* env, const Word<T> (&words)[N], bool& known) {
   known = true;
   if (!env || !*env || strcasecmp(env, "auto") == 0) return std::nullopt;
   for (const Word<T>& w : words)
@@ -153,7 +155,7 @@ static std::optional<T> word_asked(const char* env, const Word<T> (&words)[N], b
 
 // "expected auto, a, b or c", for a word not among `words`.
 template <typename T, size_t N>
-static std::string expected(const Word<T> (&words)[N]) {
+std::string expected_words(const Word<T> (&words)[N]) {
   std::string list = "expected auto";
   for (size_t i = 0; i < N; ++i) list += std::string(i + 1 < N ? ", " : " or ") + words[i].word;
   return list;
@@ -165,6 +167,8 @@ constexpr Word<GemmKernels> kKernelWords[] = {{"openblas", GemmKernels::openblas
                                               {"amx", GemmKernels::amx}};
 constexpr Word<Isa> kLevelWords[] = {
     {"x86-64", Isa::x86_64}, {"avx2", Isa::avx2}, {"avx512", Isa::avx512}};
+
+}  // namespace
 
 // The highest level the run may use: MINIVIT_ISA's where this CPU runs it, else the CPU's.
 static Isa level_cap() {
@@ -190,7 +194,7 @@ static std::string level_note() {
   bool known;
   const auto asked = word_asked(env, kLevelWords, known);
   if (known && (!asked || cpu_runs(*asked))) return "";
-  const std::string why = !known ? expected(kLevelWords)
+  const std::string why = !known ? expected_words(kLevelWords)
                                  : std::string("this CPU has no ") + isa_name(*asked);
   return std::string("minivit: MINIVIT_ISA=") + env + ": " + why + "; the layers run at " +
          isa_name(best_isa());
@@ -205,7 +209,7 @@ static std::string kernels_note() {
   if (known && (!asked || within(*asked, cap))) return "";
   std::string why;
   if (!known)
-    why = expected(kKernelWords);
+    why = expected_words(kKernelWords);
   else if (!cpu_runs(*asked))
     why = *asked == GemmKernels::amx      ? "this CPU has no AMX tiles usable here"
           : *asked == GemmKernels::avx512 ? "this CPU has no AVX-512"

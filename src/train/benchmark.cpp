@@ -21,9 +21,9 @@ static double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// The product rate of this machine with this thread count, on the model's largest product
-// (the batch folded into rows times the qkv projection).
-double measure_gemm_gflops(int M, int N, int K, Products products) {
+// GFLOP/s of one product (M, K) x (K, N) on `products` and the pool's threads, over half a
+// second.
+static double measure_gemm_gflops(int M, int N, int K, Products products) {
   std::vector<float> A(size_t(M) * K), B(size_t(N) * K), C(size_t(M) * N);
   for (size_t i = 0; i < A.size(); ++i) A[i] = rng_uniform(1, i) - 0.5f;
   for (size_t i = 0; i < B.size(); ++i) B[i] = rng_uniform(2, i) - 0.5f;
@@ -103,8 +103,7 @@ Throughput measure_throughput(BenchSetup& s, const BenchSteps& opt) {
     t.eval_s = seconds_since(t0);
   }
 
-  t.sgemm = measure_gemm_gflops(s.B * s.mc.tokens(), 3 * s.mc.dim, s.mc.dim,
-                                {s.acts.compute.kernels, Precision::fp32});
+  t.sgemm = s.largest_product_gflops({s.acts.compute.kernels, Precision::fp32});
   t.train_ips = double(opt.steps) * s.B / t.train_s;
   t.eval_ips = double(opt.steps) * s.B / t.eval_s;
   t.train_gflops = t.train_ips * vit_train_flops(s.mc) / 1e9;
@@ -128,17 +127,14 @@ EveryPatchRate measure_every_patch_rate(BenchSetup& s, const BenchSteps& opt,
   return r;
 }
 
-static BenchRound measure_round(BenchSetup& s, const BenchSteps& opt, bool every_patch,
-                                bool openblas) {
+static BenchRound measure_round(BenchSetup& s, const BenchSteps& opt, RoundExtras extras) {
   BenchRound r;
   r.rates = measure_throughput(s, opt);
-  if (every_patch) r.every_patch = measure_every_patch_rate(s, opt, r.rates.sgemm);
-  const int M = s.B * s.mc.tokens(), N = 3 * s.mc.dim, K = s.mc.dim;
-  if (openblas)
-    r.openblas_sgemm = measure_gemm_gflops(M, N, K, {GemmKernels::openblas, Precision::fp32});
-  const Compute& compute = s.acts.compute;
-  if (compute.effective_precision(s.config.train.precision) == Precision::bf16)
-    r.bf16_gemm = measure_gemm_gflops(M, N, K, {compute.kernels, Precision::bf16});
+  if (extras.every_patch) r.every_patch = measure_every_patch_rate(s, opt, r.rates.sgemm);
+  if (extras.openblas)
+    r.openblas_sgemm = s.largest_product_gflops({GemmKernels::openblas, Precision::fp32});
+  if (extras.bf16)
+    r.bf16_gemm = s.largest_product_gflops({s.acts.compute.kernels, Precision::bf16});
   return r;
 }
 
@@ -164,10 +160,10 @@ static BenchRound best_of(const std::vector<BenchRound>& each) {
   return r;
 }
 
-BenchRounds measure_rounds(BenchSetup& s, const BenchSteps& opt, int rounds, bool every_patch,
-                           bool openblas) {
+BenchRounds measure_rounds(BenchSetup& s, const BenchSteps& opt, int rounds,
+                           RoundExtras extras) {
   BenchRounds result;
-  for (int i = 0; i < rounds; ++i) result.each.push_back(measure_round(s, opt, every_patch, openblas));
+  for (int i = 0; i < rounds; ++i) result.each.push_back(measure_round(s, opt, extras));
   result.best = best_of(result.each);
   return result;
 }
@@ -190,6 +186,10 @@ BenchSetup::BenchSetup(const Config& c)
   for (size_t i = 0; i < images.size(); ++i) images[i] = float(rng_normal(3, i));
   for (int b = 0; b < B; ++b) labels[size_t(b)] = int32_t(rng_u64(4, uint64_t(b)) % uint64_t(K));
   make_targets(targets.data(), labels.data(), B, K, c.optim.label_smoothing);
+}
+
+double BenchSetup::largest_product_gflops(Products products) const {
+  return measure_gemm_gflops(B * mc.tokens(), 3 * mc.dim, mc.dim, products);
 }
 
 void BenchSetup::train_steps(int n, int64_t first) {

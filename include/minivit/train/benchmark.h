@@ -46,6 +46,9 @@ struct BenchSetup {
   void train_on_every_patch(bool every_patch);
   // An evaluation batch goes through the model in the chunks evaluate() uses.
   void eval_batch();
+  // GFLOP/s of the model's largest product, the queries', keys' and values' (B*T, D) x
+  // (D, 3D), on `products` and the pool's threads: in fp32 the yardstick of every rate.
+  double largest_product_gflops(Products products) const;
 };
 
 struct Throughput {
@@ -67,10 +70,6 @@ struct EveryPatchRate {
   double ips = 0.0, gflops = 0.0, percent = 0.0, ms_per_step = 0.0;
 };
 
-// GFLOP/s of one product (M, K) x (K, N) on `products` and the pool's threads, over half a
-// second: the model's largest product in fp32 is the yardstick of the rates above.
-double measure_gemm_gflops(int M, int N, int K, Products products);
-
 // Training steps and evaluation batches on the thread pool as it is set, and the sgemm rate
 // on the same threads.
 Throughput measure_throughput(BenchSetup& s, const BenchSteps& opt);
@@ -82,11 +81,17 @@ EveryPatchRate measure_every_patch_rate(BenchSetup& s, const BenchSteps& opt,
 // side by side figures of the same moment.
 struct BenchRound {
   Throughput rates;
-  EveryPatchRate every_patch;   // measured with every_patch (train.unmasked_epochs), else 0
+  EveryPatchRate every_patch;   // measured when asked (train.unmasked_epochs), else 0
   double openblas_sgemm = 0.0;  // the same product through OpenBLAS when asked for, else 0
-  // The same product in bf16 where the training products run in bf16, else 0: on a CPU
-  // whose bf16 products are no faster than its fp32 ones, fp32 trains faster.
+  // The same product in bf16 when asked for (the training products run in bf16), else 0:
+  // on a CPU whose bf16 products are no faster than its fp32 ones, fp32 trains faster.
   double bf16_gemm = 0.0;
+};
+
+// What a round measures beside the training and evaluation rates, each only where asked:
+// the steps over every patch, and the largest product through OpenBLAS and in bf16.
+struct RoundExtras {
+  bool every_patch = false, openblas = false, bf16 = false;
 };
 
 // `rounds` rounds, one after another, and the best of each rate over them: a machine that
@@ -97,8 +102,8 @@ struct BenchRounds {
   BenchRound best;
   std::vector<BenchRound> each;  // in the order measured
 };
-BenchRounds measure_rounds(BenchSetup& s, const BenchSteps& opt, int rounds, bool every_patch,
-                           bool openblas);
+BenchRounds measure_rounds(BenchSetup& s, const BenchSteps& opt, int rounds,
+                           RoundExtras extras = {});
 
 // Over `images` forwards on one thread (the Compute's own count, the pool left as it was).
 Latency measure_latency_on_one_thread(const ViT& model, const Compute& compute, int images);
