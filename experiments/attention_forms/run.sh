@@ -8,8 +8,8 @@
 #
 # Usage: experiments/attention_forms/run.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: EPOCHS (10), SEEDS ("0 1"), IMAGES (16 test images for the maps), THREADS (0:
-# all cores), VARIANTS (all of: scaled_dot dot additive cosine sincos2d no_pos_embed
-# mean_pool), EXTRA (more --set arguments for every run, e.g. a shorter budget to try it).
+# all cores), VARIANTS (default: every variant, as the `variants` line below lists them),
+# EXTRA (more --set arguments for every run, e.g. a shorter budget to try it).
 # A full run is 14 trainings of the default config's 10 epochs: about two and a half hours
 # on 2 cores. Run it on an otherwise idle machine; the speeds are only comparable then.
 set -euo pipefail

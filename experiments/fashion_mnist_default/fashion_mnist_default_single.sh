@@ -9,10 +9,9 @@
 # experiments/fashion_mnist_default/results.md.
 # Usage: experiments/fashion_mnist_default/fashion_mnist_default_single.sh [MINIVIT_EXE] [OUT_DIR]
 # Environment: THREADS (1: one run per core, two at a time, gives the same weights as a run
-# on all cores), VARIANTS (all of: base_s0 base_s1 base_s2 ls_s0 ls_s1 flip_s0
-# ls_flip_s0 val05_e17_s0 conv_e14_s0 conv_e14_s1 conv_e14_s2 pd50_e17_s0 pd50_e17_s1
-# pd50_e17_s2 pd25_e12_s0 pd60_e17_s0 pd70_e22_s0 pd70_e22_s1 pd70_e22_s2). On a 2-core Intel Xeon with AMX tiles one run takes about 10 min
-# on one thread with another beside it (the conv runs 13 min), 4-5 min alone on both; on a
+# on all cores), VARIANTS (default: every variant, as the `variants` line below lists them).
+# On a 2-core Intel Xeon with AMX tiles one run takes about 10 min on one thread with
+# another beside it (the conv runs 13 min), 4-5 min alone on both; on a
 # 2-core Zen 3 (AVX2) the patch-dropout runs take 11-12 min each, two at a time.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
