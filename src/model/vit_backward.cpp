@@ -170,27 +170,18 @@ static void block_param_grads(ViT& model, Activations& acts, int l, int B, float
   }
 }
 
-void vit_backward(ViT& model, Activations& acts, int B) {
+// d_out (B, T, D) = the gradient at the last block's output, from acts.dlogits:
+// logits = head(LN(pooled)); pooled = the CLS row, or the mean over the tokens; or, with
+// sequence pooling, logits = head(seq_pool(LN(tokens))).
+static void head_backward(ViT& model, Activations& acts, int B, int T, float* d_out) {
   const ModelConfig& c = model.config;
   const ViTParams& w = model.w;
   ViTParams& g = model.g;
-  // The tokens the blocks saw: with patch dropout in training, the kept ones.
-  const int T = c.pass_tokens(acts.forward_was_training), N = c.patches(), D = c.dim;
-  const int K = c.num_classes;
+  const int D = c.dim, K = c.num_classes;
   const int64_t BTD = int64_t(B) * T * D;
-  check_backward(model, acts, B);
-  // The backward of the last forward: after an evaluation one, of the model without dropout.
-  const float p = acts.forward_was_training ? c.dropout : 0.0f;
-  const float p_att = acts.forward_was_training ? c.attention_dropout : 0.0f;
-  const float p_path = acts.forward_was_training ? c.drop_path : 0.0f;
-
-  // logits = head(LN(pooled)); pooled = the CLS row, or the mean over the tokens; or, with
-  // sequence pooling, logits = head(seq_pool(LN(tokens)))
   zero(acts.dpooled_norm, int64_t(B) * D);
   linear_backward(acts.dpooled_norm, g.head_w, g.head_b, acts.dlogits,
                   acts.pooled_norm, w.head_w, B, D, K, acts.products(false));
-  float* d_out = acts.dresid;
-  float* d_in = acts.dresid_in;
   zero(d_out, BTD);
   if (c.pool == PoolKind::seq) {
     zero(acts.dtoken_norm, BTD);
@@ -210,27 +201,17 @@ void vit_backward(ViT& model, Activations& acts, int B) {
     else
       mean_pool_backward(d_out, acts.dpooled, B, T, D);
   }
+}
 
-  for (int l = c.depth - 1; l >= 0; --l) {
-    const float p_block = drop_path_rate(p_path, l, c.depth);
-    for_each_chunk(B, acts.attention_slots, [&](int b0, int n) {
-      block_backward_rows(model, acts, l, b0, n, p, p_att, p_block, d_out, acts.dresid_mid,
-                          d_in);
-    });
-    block_param_grads(model, acts, l, B, p, p_block, d_out, acts.dresid_mid);
-    std::swap(d_out, d_in);  // the gradient at this block's input is the next one's output
-  }
-  const float* dx = d_out;
-  if (c.drops_patches(acts.forward_was_training)) {
-    // d_in, free now, takes the gradient at every token; a dropped patch's is zero.
-    zero(d_in, int64_t(B) * c.tokens() * D);
-    patch_drop_backward(d_in, d_out, acts.patch_keep, B, c.prefix_tokens(), N, c.kept_patches(),
-                        D);
-    dx = d_in;
-  }
-
-  // tokens = [cls;] patch_proj + pos;  patch_proj = linear(patches). A fixed sin-cos table
-  // takes no gradient.
+// The gradients of the token embedding from dx (B, tokens, D), the gradient at every
+// token: tokens = [cls;] patch_proj + pos;  patch_proj = linear(patches), and behind a conv
+// stem, the stem's.
+static void embedding_backward(ViT& model, Activations& acts, int B, const float* dx) {
+  const ModelConfig& c = model.config;
+  const ViTParams& w = model.w;
+  ViTParams& g = model.g;
+  const int N = c.patches(), D = c.dim;
+  // A fixed sin-cos table takes no gradient.
   float* dpos = c.pos_embed == PosEmbedKind::learned ? g.pos_embed : nullptr;
   if (c.has_cls_token())
     embed_tokens_backward(acts.dpatch_proj, g.cls_token, dpos, dx, B, N, D);
@@ -261,6 +242,39 @@ void vit_backward(ViT& model, Activations& acts, int B) {
                     B * N, PL, D, acts.products(false));
   }
   if (stem) stem_backward(model, acts, B, kept_only);
+}
+
+void vit_backward(ViT& model, Activations& acts, int B) {
+  const ModelConfig& c = model.config;
+  // The tokens the blocks saw: with patch dropout in training, the kept ones.
+  const int T = c.pass_tokens(acts.forward_was_training), D = c.dim;
+  check_backward(model, acts, B);
+  // The backward of the last forward: after an evaluation one, of the model without dropout.
+  const float p = acts.forward_was_training ? c.dropout : 0.0f;
+  const float p_att = acts.forward_was_training ? c.attention_dropout : 0.0f;
+  const float p_path = acts.forward_was_training ? c.drop_path : 0.0f;
+
+  float* d_out = acts.dresid;
+  float* d_in = acts.dresid_in;
+  head_backward(model, acts, B, T, d_out);
+  for (int l = c.depth - 1; l >= 0; --l) {
+    const float p_block = drop_path_rate(p_path, l, c.depth);
+    for_each_chunk(B, acts.attention_slots, [&](int b0, int n) {
+      block_backward_rows(model, acts, l, b0, n, p, p_att, p_block, d_out, acts.dresid_mid,
+                          d_in);
+    });
+    block_param_grads(model, acts, l, B, p, p_block, d_out, acts.dresid_mid);
+    std::swap(d_out, d_in);  // the gradient at this block's input is the next one's output
+  }
+  const float* dx = d_out;
+  if (c.drops_patches(acts.forward_was_training)) {
+    // d_in, free now, takes the gradient at every token; a dropped patch's is zero.
+    zero(d_in, int64_t(B) * c.tokens() * D);
+    patch_drop_backward(d_in, d_out, acts.patch_keep, B, c.prefix_tokens(), c.patches(),
+                        c.kept_patches(), D);
+    dx = d_in;
+  }
+  embedding_backward(model, acts, B, dx);
 }
 
 MINIVIT_ISA_END
