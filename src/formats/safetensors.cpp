@@ -247,25 +247,16 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
   write_file_atomic(path, bytes);
 }
 
-SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& source_name) {
-  auto fail = [&](const std::string& what) -> Error { return Error(source_name + ": " + what); };
+namespace {
 
-  if (bytes.size() < 8)
-    throw fail("file is " + std::to_string(bytes.size()) +
-               " bytes, too short for a safetensors header size (8 bytes)");
-  uint64_t header_size;
-  std::memcpy(&header_size, bytes.data(), 8);
-  if (header_size > kMaxHeaderBytes)
-    throw fail("header size " + std::to_string(header_size) + " bytes exceeds the " +
-               std::to_string(kMaxHeaderBytes) + "-byte limit; not a safetensors file?");
-  if (header_size > bytes.size() - 8)
-    throw fail("header size " + std::to_string(header_size) + " bytes is larger than the " +
-               std::to_string(bytes.size() - 8) + " bytes after the size field; file truncated?");
+// Errors of a file's contents, each naming the file.
+struct Failure {
+  const std::string& source_name;
+  Error operator()(const std::string& what) const { return Error(source_name + ": " + what); }
+};
 
-  const char* header_begin = bytes.data() + 8;
-  const char* data = header_begin + header_size;
-  const uint64_t data_size = bytes.size() - 8 - header_size;
-
+// The header's JSON object, between the 8-byte size and the data.
+json parse_header(const char* begin, const char* end, const Failure& fail) {
   // nlohmann keeps the last of duplicate keys silently; a header naming a tensor twice
   // is ambiguous, so spot top-level duplicates while parsing.
   std::set<std::string> top_keys;
@@ -283,7 +274,7 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
   };
   json header;
   try {
-    header = json::parse(header_begin, data, cb);
+    header = json::parse(begin, end, cb);
   } catch (const json::exception& e) {
     std::string msg = e.what();
     // Drop nlohmann's "[json.exception.parse_error.101] " tag; keep the position and reason.
@@ -293,68 +284,70 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
   if (!header.is_object())
     throw fail(std::string("header is JSON ") + header.type_name() + ", expected an object");
   if (has_duplicate) throw fail("header names " + in_quotes(duplicate) + " more than once");
+  return header;
+}
 
-  std::vector<Entry> entries;
-  for (const auto& [name, info] : header.items()) {
-    if (name == "__metadata__") continue;
-    const std::string what = "tensor " + in_quotes(name);
-    if (!info.is_object()) throw fail(what + " entry is not a JSON object");
+// One tensor's header entry, checked against its dtype and a data area of data_size bytes.
+Entry entry_of(const std::string& name, const json& info, uint64_t data_size,
+               const Failure& fail) {
+  const std::string what = "tensor " + in_quotes(name);
+  if (!info.is_object()) throw fail(what + " entry is not a JSON object");
 
-    auto dt = info.find("dtype");
-    if (dt == info.end() || !dt->is_string()) throw fail(what + " has no \"dtype\" string");
-    auto sh = info.find("shape");
-    if (sh == info.end() || !sh->is_array()) throw fail(what + " has no \"shape\" array");
-    auto off = info.find("data_offsets");
-    if (off == info.end() || !off->is_array() || off->size() != 2)
-      throw fail(what + " has no \"data_offsets\" array of 2 integers");
+  auto dt = info.find("dtype");
+  if (dt == info.end() || !dt->is_string()) throw fail(what + " has no \"dtype\" string");
+  auto sh = info.find("shape");
+  if (sh == info.end() || !sh->is_array()) throw fail(what + " has no \"shape\" array");
+  auto off = info.find("data_offsets");
+  if (off == info.end() || !off->is_array() || off->size() != 2)
+    throw fail(what + " has no \"data_offsets\" array of 2 integers");
 
-    Entry e;
-    e.name = name;
-    e.dtype = dt->get<std::string>();
-    uint64_t count = 1;
-    bool overflow = false;
-    for (const auto& d : *sh) {
-      uint64_t v;
-      if (!as_uint64(d, v) || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        throw fail(what + " shape " + brief_array(*sh) +
-                   " must hold non-negative integers");
-      e.shape.push_back(static_cast<int64_t>(v));
-      overflow = overflow || __builtin_mul_overflow(count, v, &count);
-    }
-    // A zero dimension makes the tensor empty however large the others are.
-    if (std::find(e.shape.begin(), e.shape.end(), 0) != e.shape.end()) {
-      count = 0;
-      overflow = false;
-    }
-    if (!as_uint64((*off)[0], e.begin) || !as_uint64((*off)[1], e.end))
-      throw fail(what + " data_offsets " + brief_array(*off) +
-                 " must be non-negative integers");
-    const std::string range = "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
-    if (e.begin > e.end) throw fail(what + " data_offsets " + range + " end before they begin");
-
-    const DtypeInfo* dtype = find_dtype(e.dtype);
-    if (!dtype)
-      throw fail(what + " has dtype " + in_quotes(e.dtype) +
-                 "; only F32, F16, BF16 and F64 can be read");
-    uint64_t nbytes = 0;
-    overflow = overflow || __builtin_mul_overflow(count, uint64_t{dtype->size}, &nbytes);
-    if (overflow || nbytes != e.end - e.begin)
-      throw fail(what + " shape " + shape_text(e.shape) + " of " + e.dtype + " needs " +
-                 (overflow ? std::string("more bytes than fit in 64") : std::to_string(nbytes)) +
-                 " bytes but data_offsets " + range + " hold " + std::to_string(e.end - e.begin));
-    if (e.end > data_size)
-      throw fail(what + " data_offsets " + range + " run past the end of the data area (" +
-                 std::to_string(data_size) + " bytes)");
-    e.count = count;
-    entries.push_back(std::move(e));
+  Entry e;
+  e.name = name;
+  e.dtype = dt->get<std::string>();
+  uint64_t count = 1;
+  bool overflow = false;
+  for (const auto& d : *sh) {
+    uint64_t v;
+    if (!as_uint64(d, v) || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      throw fail(what + " shape " + brief_array(*sh) + " must hold non-negative integers");
+    e.shape.push_back(static_cast<int64_t>(v));
+    overflow = overflow || __builtin_mul_overflow(count, v, &count);
   }
+  // A zero dimension makes the tensor empty however large the others are.
+  if (std::find(e.shape.begin(), e.shape.end(), 0) != e.shape.end()) {
+    count = 0;
+    overflow = false;
+  }
+  if (!as_uint64((*off)[0], e.begin) || !as_uint64((*off)[1], e.end))
+    throw fail(what + " data_offsets " + brief_array(*off) + " must be non-negative integers");
+  const std::string range = "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
+  if (e.begin > e.end) throw fail(what + " data_offsets " + range + " end before they begin");
 
+  const DtypeInfo* dtype = find_dtype(e.dtype);
+  if (!dtype)
+    throw fail(what + " has dtype " + in_quotes(e.dtype) +
+               "; only F32, F16, BF16 and F64 can be read");
+  uint64_t nbytes = 0;
+  overflow = overflow || __builtin_mul_overflow(count, uint64_t{dtype->size}, &nbytes);
+  if (overflow || nbytes != e.end - e.begin)
+    throw fail(what + " shape " + shape_text(e.shape) + " of " + e.dtype + " needs " +
+               (overflow ? std::string("more bytes than fit in 64") : std::to_string(nbytes)) +
+               " bytes but data_offsets " + range + " hold " + std::to_string(e.end - e.begin));
+  if (e.end > data_size)
+    throw fail(what + " data_offsets " + range + " run past the end of the data area (" +
+               std::to_string(data_size) + " bytes)");
+  e.count = count;
+  return e;
+}
+
+// Sorts the entries by their bytes and refuses two that share some: they would alias each
+// other's data. Empty tensors own no bytes.
+void check_no_overlap(std::vector<Entry>& entries, const Failure& fail) {
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     if (a.begin != b.begin) return a.begin < b.begin;
     if (a.end != b.end) return a.end < b.end;
     return a.name < b.name;
   });
-  // Two tensors sharing bytes would alias each other's data; empty tensors own no bytes.
   const Entry* prev = nullptr;
   for (const auto& e : entries) {
     if (e.begin == e.end) continue;
@@ -364,27 +357,65 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
                  std::to_string(e.begin) + ", " + std::to_string(e.end) + "] overlap");
     prev = &e;
   }
+}
 
-  SafetensorsFile out;
+// The header's "__metadata__" strings, none when it has none.
+std::map<std::string, std::string> metadata_of(const json& header, const Failure& fail) {
+  std::map<std::string, std::string> metadata;
   if (auto m = header.find("__metadata__"); m != header.end()) {
     if (!m->is_object()) throw fail("\"__metadata__\" is not a JSON object");
     for (const auto& [k, v] : m->items()) {
       if (!v.is_string())
         throw fail("metadata " + in_quotes(k) + " is " + v.type_name() + ", expected a string");
-      out.metadata[k] = v.get<std::string>();
+      metadata[k] = v.get<std::string>();
     }
   }
+  return metadata;
+}
 
-  if (auto c = out.metadata.find(kChecksumKey); c != out.metadata.end()) {
-    std::string said = c->second;
-    std::transform(said.begin(), said.end(), said.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-    std::string got = crc32_hex(data, data_size);
-    if (said != got)
-      throw fail("checksum mismatch: file says " + printable(c->second, 40) + ", data gives " +
-                 got + "; the file is corrupt");
-  }
+// The data area against the checksum the metadata holds, if it holds one.
+void check_checksum(const std::map<std::string, std::string>& metadata, const char* data,
+                    uint64_t data_size, const Failure& fail) {
+  auto c = metadata.find(kChecksumKey);
+  if (c == metadata.end()) return;
+  std::string said = c->second;
+  std::transform(said.begin(), said.end(), said.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  std::string got = crc32_hex(data, data_size);
+  if (said != got)
+    throw fail("checksum mismatch: file says " + printable(c->second, 40) + ", data gives " +
+               got + "; the file is corrupt");
+}
 
+}  // namespace
+
+SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& source_name) {
+  const Failure fail{source_name};
+  if (bytes.size() < 8)
+    throw fail("file is " + std::to_string(bytes.size()) +
+               " bytes, too short for a safetensors header size (8 bytes)");
+  uint64_t header_size;
+  std::memcpy(&header_size, bytes.data(), 8);
+  if (header_size > kMaxHeaderBytes)
+    throw fail("header size " + std::to_string(header_size) + " bytes exceeds the " +
+               std::to_string(kMaxHeaderBytes) + "-byte limit; not a safetensors file?");
+  if (header_size > bytes.size() - 8)
+    throw fail("header size " + std::to_string(header_size) + " bytes is larger than the " +
+               std::to_string(bytes.size() - 8) + " bytes after the size field; file truncated?");
+
+  const char* header_begin = bytes.data() + 8;
+  const char* data = header_begin + header_size;
+  const uint64_t data_size = bytes.size() - 8 - header_size;
+  const json header = parse_header(header_begin, data, fail);
+
+  std::vector<Entry> entries;
+  for (const auto& [name, info] : header.items())
+    if (name != "__metadata__") entries.push_back(entry_of(name, info, data_size, fail));
+  check_no_overlap(entries, fail);
+
+  SafetensorsFile out;
+  out.metadata = metadata_of(header, fail);
+  check_checksum(out.metadata, data, data_size, fail);
   for (auto& e : entries) {
     LoadedTensor t;
     t.shape = std::move(e.shape);
