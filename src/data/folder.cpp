@@ -111,6 +111,117 @@ std::vector<bool> pick_test_files(const std::string& class_name, int64_t n, int6
   return test;
 }
 
+// The images a folder holds, in the order they are decoded, each with its label and slot.
+struct FileList {
+  std::vector<PendingImage> files;
+  std::vector<std::string> class_names;  // sorted; a label indexes them
+  int64_t n_train = 0, n_test = 0;
+};
+
+// PATH/train/<class>/... and PATH/test/<class>/..., the test classes a subset of train's.
+FileList list_two_splits(const fs::path& root) {
+  std::error_code ec;
+  const fs::path train_dir = root / "train", test_dir = root / "test";
+  if (!fs::is_directory(test_dir, ec))
+    throw Error(test_dir.string() + ": missing; " + train_dir.string() +
+                " exists, so the two-split layout PATH/train/<class>, PATH/test/<class> is expected");
+  for (const fs::directory_entry& entry : list_dir(root)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory(ec) && name != "train" && name != "test")
+      throw Error(entry.path().string() + ": unexpected folder beside train/ and test/ (" +
+                  kLayoutHint + "; a validation split is carved from train by data.val_fraction)");
+  }
+  FileList list;
+  list.class_names = class_folders(train_dir);
+  for (size_t k = 0; k < list.class_names.size(); ++k)
+    for (std::string& file : image_files(train_dir / list.class_names[k]))
+      list.files.push_back({std::move(file), int32_t(k), false, list.n_train++});
+  for (const std::string& name : class_folders(test_dir)) {
+    const auto it = std::lower_bound(list.class_names.begin(), list.class_names.end(), name);
+    if (it == list.class_names.end() || *it != name)
+      throw Error((test_dir / name).string() + ": class folder '" + name + "' is not in " +
+                  train_dir.string() + "; the test split's classes must be a subset of train's");
+    for (std::string& file : image_files(test_dir / name))
+      list.files.push_back({std::move(file), int32_t(it - list.class_names.begin()), true,
+                            list.n_test++});
+  }
+  return list;
+}
+
+// PATH/<class>/..., a test_fraction of each class carved off as the test split.
+FileList list_carved(const fs::path& root, float test_fraction) {
+  FileList list;
+  list.class_names = class_folders(root);
+  int64_t seen = 0;  // images of the classes before this one
+  for (size_t k = 0; k < list.class_names.size(); ++k) {
+    std::vector<std::string> paths = image_files(root / list.class_names[k]);
+    const int64_t n = int64_t(paths.size());
+    // Cumulative rounding: the counts add up to round(f * total), each within 1 of f * n.
+    int64_t count = std::llround(double(test_fraction) * double(seen + n)) -
+                    std::llround(double(test_fraction) * double(seen));
+    count = std::min(count, n - 1);
+    seen += n;
+    const std::vector<bool> test = pick_test_files(list.class_names[k], n, count);
+    for (int64_t i = 0; i < n; ++i) {
+      const bool to_test = test[size_t(i)];
+      list.files.push_back({std::move(paths[size_t(i)]), int32_t(k), to_test,
+                            to_test ? list.n_test++ : list.n_train++});
+    }
+  }
+  return list;
+}
+
+// Decodes every file into its slot of `splits`, whose images are already shaped (N, C, H, W);
+// with `check_size`, each image must be W x H. In parallel: each image lands in its own slot,
+// so the result does not depend on the thread count. Files after a failed one are skipped,
+// but never one before it, so the error reported is always that of the first bad file in
+// order.
+void decode_files(const std::vector<PendingImage>& files, DataSplits& splits, int channels,
+                  int width, int height, bool check_size) {
+  const int64_t n = int64_t(files.size());
+  const size_t image_len = size_t(channels) * size_t(height) * size_t(width);
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::atomic<int64_t> first_failure{n};
+#pragma omp parallel for schedule(dynamic, 16)
+  for (int64_t i = 0; i < n; ++i) {
+    if (i > first_failure.load(std::memory_order_relaxed)) continue;
+    const PendingImage& file = files[size_t(i)];
+    Dataset& split = file.test ? splits.test : splits.train;
+    bool ok = true;
+    try {  // nothing may leave an OpenMP region as an exception
+      std::string error;
+      if (check_size) {
+        ImageHeader header;
+        error = read_image_header(file.path, header);
+        if (error.empty() && (header.width != width || header.height != height))
+          error = "image is " + std::to_string(header.width) + "x" + std::to_string(header.height) +
+                  ", but the first image " + files[0].path + " is " + std::to_string(width) + "x" +
+                  std::to_string(height) + "; with data.resize = false all images must have one size";
+      }
+      if (error.empty())
+        error = decode_image(file.path, channels, width, height,
+                             split.images.data() + size_t(file.slot) * image_len);
+      split.labels[size_t(file.slot)] = file.label;
+      if (!error.empty()) {
+        ok = false;
+        errors[size_t(i)] = file.path + ": " + error;
+      }
+    } catch (...) {  // only allocation can fail here; errors[i] stays empty and says so below
+      ok = false;
+    }
+    if (!ok) {
+      int64_t current = first_failure.load();
+      while (i < current && !first_failure.compare_exchange_weak(current, i)) {
+      }
+    }
+  }
+  const int64_t failed = first_failure.load();
+  if (failed < n) {
+    const std::string& message = errors[size_t(failed)];
+    throw Error(message.empty() ? files[size_t(failed)].path + ": out of memory while loading" : message);
+  }
+}
+
 }  // namespace
 
 std::string class_folder_name(const std::string& class_name) {
@@ -141,55 +252,11 @@ DataSplits load_folder_dataset(const std::string& path, int channels, int image_
     throw Error(path + ": data.val_fraction = " + std::to_string(test_fraction) +
                 ", expected 0 <= val_fraction < 1");
 
-  // --- which files, in which order, with which label and split --------------------------
-  std::vector<PendingImage> files;
-  std::vector<std::string> class_names;
-  int64_t n_train = 0, n_test = 0;
-  const fs::path train_dir = root / "train";
-  if (fs::is_directory(train_dir, ec)) {
-    const fs::path test_dir = root / "test";
-    if (!fs::is_directory(test_dir, ec))
-      throw Error(test_dir.string() + ": missing; " + train_dir.string() +
-                  " exists, so the two-split layout PATH/train/<class>, PATH/test/<class> is expected");
-    std::error_code ec2;
-    for (const fs::directory_entry& entry : list_dir(root)) {
-      const std::string name = entry.path().filename().string();
-      if (entry.is_directory(ec2) && name != "train" && name != "test")
-        throw Error(entry.path().string() + ": unexpected folder beside train/ and test/ (" +
-                    kLayoutHint + "; a validation split is carved from train by data.val_fraction)");
-    }
-    class_names = class_folders(train_dir);
-    for (size_t k = 0; k < class_names.size(); ++k)
-      for (std::string& file : image_files(train_dir / class_names[k]))
-        files.push_back({std::move(file), int32_t(k), false, n_train++});
-    for (const std::string& name : class_folders(test_dir)) {
-      const auto it = std::lower_bound(class_names.begin(), class_names.end(), name);
-      if (it == class_names.end() || *it != name)
-        throw Error((test_dir / name).string() + ": class folder '" + name + "' is not in " +
-                    train_dir.string() + "; the test split's classes must be a subset of train's");
-      for (std::string& file : image_files(test_dir / name))
-        files.push_back({std::move(file), int32_t(it - class_names.begin()), true, n_test++});
-    }
-  } else {
-    class_names = class_folders(root);
-    int64_t seen = 0;  // images of the classes before this one
-    for (size_t k = 0; k < class_names.size(); ++k) {
-      std::vector<std::string> paths = image_files(root / class_names[k]);
-      const int64_t n = int64_t(paths.size());
-      // Cumulative rounding: the counts add up to round(f * total), each within 1 of f * n.
-      int64_t count = std::llround(double(test_fraction) * double(seen + n)) -
-                      std::llround(double(test_fraction) * double(seen));
-      count = std::min(count, n - 1);
-      seen += n;
-      const std::vector<bool> test = pick_test_files(class_names[k], n, count);
-      for (int64_t i = 0; i < n; ++i) {
-        const bool to_test = test[size_t(i)];
-        files.push_back({std::move(paths[size_t(i)]), int32_t(k), to_test, to_test ? n_test++ : n_train++});
-      }
-    }
-  }
+  const FileList list = fs::is_directory(root / "train", ec) ? list_two_splits(root)
+                                                               : list_carved(root, test_fraction);
+  const std::vector<PendingImage>& files = list.files;
 
-  // --- the output size ---------------------------------------------------------------------
+  // The output size: model.image_size, or the first image's when they are not resized.
   int width = image_size, height = image_size;
   if (!resize) {
     ImageHeader first;
@@ -201,61 +268,15 @@ DataSplits load_folder_dataset(const std::string& path, int channels, int image_
 
   DataSplits splits;
   const size_t C = size_t(channels), H = size_t(height), W = size_t(width);
-  splits.train.images = xt::xtensor<uint8_t, 4>::from_shape({size_t(n_train), C, H, W});
-  splits.test.images = xt::xtensor<uint8_t, 4>::from_shape({size_t(n_test), C, H, W});
-  splits.train.labels.resize(size_t(n_train));
-  splits.test.labels.resize(size_t(n_test));
+  splits.train.images = xt::xtensor<uint8_t, 4>::from_shape({size_t(list.n_train), C, H, W});
+  splits.test.images = xt::xtensor<uint8_t, 4>::from_shape({size_t(list.n_test), C, H, W});
+  splits.train.labels.resize(size_t(list.n_train));
+  splits.test.labels.resize(size_t(list.n_test));
   for (Dataset* split : {&splits.train, &splits.test}) {
-    split->num_classes = int(class_names.size());
-    split->class_names = class_names;
+    split->num_classes = int(list.class_names.size());
+    split->class_names = list.class_names;
   }
-
-  // --- decoding, in parallel -------------------------------------------------------------
-  // Each image lands in its own slot, so the result does not depend on the thread count.
-  // Files after a failed one are skipped, but never one before it, so the error reported
-  // is always that of the first bad file in order.
-  const int64_t n = int64_t(files.size());
-  const size_t image_len = C * H * W;
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::atomic<int64_t> first_failure{n};
-#pragma omp parallel for schedule(dynamic, 16)
-  for (int64_t i = 0; i < n; ++i) {
-    if (i > first_failure.load(std::memory_order_relaxed)) continue;
-    const PendingImage& file = files[size_t(i)];
-    Dataset& split = file.test ? splits.test : splits.train;
-    bool ok = true;
-    try {  // nothing may leave an OpenMP region as an exception
-      std::string error;
-      if (!resize) {
-        ImageHeader header;
-        error = read_image_header(file.path, header);
-        if (error.empty() && (header.width != width || header.height != height))
-          error = "image is " + std::to_string(header.width) + "x" + std::to_string(header.height) +
-                  ", but the first image " + files[0].path + " is " + std::to_string(width) + "x" +
-                  std::to_string(height) + "; with data.resize = false all images must have one size";
-      }
-      if (error.empty())
-        error = decode_image(file.path, channels, width, height,
-                             split.images.data() + size_t(file.slot) * image_len);
-      split.labels[size_t(file.slot)] = file.label;
-      if (!error.empty()) {
-        ok = false;
-        errors[size_t(i)] = file.path + ": " + error;
-      }
-    } catch (...) {  // only allocation can fail here; errors[i] stays empty and says so below
-      ok = false;
-    }
-    if (!ok) {
-      int64_t current = first_failure.load();
-      while (i < current && !first_failure.compare_exchange_weak(current, i)) {
-      }
-    }
-  }
-  const int64_t failed = first_failure.load();
-  if (failed < n) {
-    const std::string& message = errors[size_t(failed)];
-    throw Error(message.empty() ? files[size_t(failed)].path + ": out of memory while loading" : message);
-  }
+  decode_files(files, splits, channels, width, height, !resize);
   return splits;
 }
 
