@@ -111,79 +111,78 @@ static void embed_forward_chunk(const ViT& model, Activations& acts, const float
                        c.prefix_tokens(), N, K, D);
 }
 
-// The forward of images [b0, b0 + n) of the batch: every buffer is addressed at image b0,
-// and the dropout streams at sample first_sample + b0.
-static void forward_chunk(const ViT& model, Activations& acts, const float* images, int b0,
-                          int n, bool training, float p, float p_att, float p_path,
-                          uint64_t dropout_key, int first_sample, Products products) {
+// Images [b0, b0 + n) of the batch through block l, from its input x to the next block's
+// (or x_final): every buffer is addressed at image b0, the dropout streams at sample `first`.
+static void block_forward_rows(const ViT& model, Activations& acts, int l, int b0, int n,
+                               bool training, float p, float p_att, float p_block,
+                               uint64_t dropout_key, int64_t first, Products products) {
   const ModelConfig& c = model.config;
-  const ViTParams& w = model.w;
   // With patch dropout the blocks see fewer tokens in training than the embedding makes.
   const int T = c.pass_tokens(training), D = c.dim, M = c.mlp_dim, H = c.heads;
-  const int K = c.num_classes;
   const int64_t TD = int64_t(T) * D, TM = int64_t(T) * M, HTT = int64_t(H) * T * T;
   const int BT = n * T;
-  const int64_t first = int64_t(first_sample) + b0;
   // Where this chunk's elements start in the whole batch's buffers, per dropout site.
   const int64_t first_td = first * TD, first_tm = first * TM, first_htt = first * HTT;
   auto at = [b0](auto* buffer, int64_t per_image) { return at_image(buffer, b0, per_image); };
-  const int64_t image_len = int64_t(c.channels) * c.image_size * c.image_size;
+  const BlockParams& bw = model.w.blocks[size_t(l)];
+  const BlockActivations& a = acts.blocks[size_t(l)];
+  const float* x = at(a.x, TD);
+  float* x_next = at(l + 1 < c.depth ? acts.blocks[size_t(l) + 1].x : acts.x_final, TD);
+  float* branch = at(acts.branch, TD);
+  float *ln1 = at(a.ln1, TD), *qkv = at(a.qkv, 3 * TD), *att_out = at(a.att_out, TD);
+  float *resid_mid = at(a.resid_mid, TD), *ln2 = at(a.ln2, TD);
+  float *fc1 = at(a.fc1, TM), *fc2_in = at(a.fc2_in, TM);
+  auto key = [&](DropoutSite site) { return rng_key(dropout_key, uint64_t(l), site); };
 
-  embed_forward_chunk(model, acts, images + b0 * image_len, b0, n, training, dropout_key, first);
-
-  for (int l = 0; l < c.depth; ++l) {
-    const BlockParams& bw = w.blocks[size_t(l)];
-    const BlockActivations& a = acts.blocks[size_t(l)];
-    const float* x = at(a.x, TD);
-    float* x_next = at(l + 1 < c.depth ? acts.blocks[size_t(l) + 1].x : acts.x_final, TD);
-    float* branch = at(acts.branch, TD);
-    float *ln1 = at(a.ln1, TD), *qkv = at(a.qkv, 3 * TD), *att_out = at(a.att_out, TD);
-    float *resid_mid = at(a.resid_mid, TD), *ln2 = at(a.ln2, TD);
-    float *fc1 = at(a.fc1, TM), *fc2_in = at(a.fc2_in, TM);
-    auto key = [&](DropoutSite site) { return rng_key(dropout_key, uint64_t(l), site); };
-    const float p_block = drop_path_rate(p_path, l, c.depth);
-
-    // x_mid = x + drop(proj(attn(LN1(x))))
-    layernorm_forward(ln1, at(a.ln1_mean, T), at(a.ln1_rstd, T), x, bw.norm1_w, bw.norm1_b, BT,
-                      D);
-    linear_forward(qkv, ln1, {bw.qkv_w, a.qkv_w_t}, bw.qkv_b, BT, D, 3 * D, products);
-    {
-      AttentionTimer timer(acts.profile);
-      const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
-      attention_forward(att_out, at(a.att, HTT), at(a.att_mask, HTT), qkv, n, T, D, H, score,
-                        p_att, key(kSiteAttention), acts.attention_scratch, acts.attention_slots,
-                        first_htt);
-    }
-    // out = residual + drop_path(drop(inp W^T + b)), one of the block's two residual
-    // connections. Without dropout or drop path on the branch, the product adds the residual
-    // and its bias as it stores (linear_residual_forward).
-    auto residual_branch = [&](float* out, const float* residual, const float* inp,
-                               LinearWeight weight, const float* bias, int I, uint8_t* mask,
-                               DropoutSite drop_site, float* path_scale, DropoutSite path_site) {
-      if (p == 0.0f && p_block == 0.0f)
-        return linear_residual_forward(out, inp, weight, bias, residual, BT, I, D, products);
-      linear_forward(branch, inp, weight, bias, BT, I, D, products);
-      dropout_forward(branch, mask, branch, int64_t(BT) * D, p, key(drop_site), first_td);
-      if (p_block > 0.0f)
-        drop_path_forward(branch, path_scale, n, TD, p_block, key(path_site), first);
-      residual_add(out, residual, branch, BT, D);
-    };
-    residual_branch(resid_mid, x, att_out, {bw.proj_w, a.proj_w_t}, bw.proj_b, D,
-                    at(a.proj_mask, TD),
-                    kSiteProj, at(a.path_scale_att, 1), kSitePathAtt);
-
-    // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
-    layernorm_forward(ln2, at(a.ln2_mean, T), at(a.ln2_rstd, T), resid_mid, bw.norm2_w,
-                      bw.norm2_b, BT, D);
-    linear_gelu_forward(fc1, fc2_in, ln2, {bw.fc1_w, a.fc1_w_t}, bw.fc1_b, BT, D, M, products,
-                        training);
-    dropout_forward(fc2_in, at(a.gelu_mask, TM), fc2_in, int64_t(BT) * M, p, key(kSiteGelu),
-                    first_tm);
-    residual_branch(x_next, resid_mid, fc2_in, {bw.fc2_w, a.fc2_w_t}, bw.fc2_b, M,
-                    at(a.fc2_mask, TD),
-                    kSiteFc2, at(a.path_scale_mlp, 1), kSitePathMlp);
+  // x_mid = x + drop(proj(attn(LN1(x))))
+  layernorm_forward(ln1, at(a.ln1_mean, T), at(a.ln1_rstd, T), x, bw.norm1_w, bw.norm1_b, BT,
+                    D);
+  linear_forward(qkv, ln1, {bw.qkv_w, a.qkv_w_t}, bw.qkv_b, BT, D, 3 * D, products);
+  {
+    AttentionTimer timer(acts.profile);
+    const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
+    attention_forward(att_out, at(a.att, HTT), at(a.att_mask, HTT), qkv, n, T, D, H, score,
+                      p_att, key(kSiteAttention), acts.attention_scratch, acts.attention_slots,
+                      first_htt);
   }
+  // out = residual + drop_path(drop(inp W^T + b)), one of the block's two residual
+  // connections. Without dropout or drop path on the branch, the product adds the residual
+  // and its bias as it stores (linear_residual_forward).
+  auto residual_branch = [&](float* out, const float* residual, const float* inp,
+                             LinearWeight weight, const float* bias, int I, uint8_t* mask,
+                             DropoutSite drop_site, float* path_scale, DropoutSite path_site) {
+    if (p == 0.0f && p_block == 0.0f)
+      return linear_residual_forward(out, inp, weight, bias, residual, BT, I, D, products);
+    linear_forward(branch, inp, weight, bias, BT, I, D, products);
+    dropout_forward(branch, mask, branch, int64_t(BT) * D, p, key(drop_site), first_td);
+    if (p_block > 0.0f)
+      drop_path_forward(branch, path_scale, n, TD, p_block, key(path_site), first);
+    residual_add(out, residual, branch, BT, D);
+  };
+  residual_branch(resid_mid, x, att_out, {bw.proj_w, a.proj_w_t}, bw.proj_b, D,
+                  at(a.proj_mask, TD),
+                  kSiteProj, at(a.path_scale_att, 1), kSitePathAtt);
 
+  // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
+  layernorm_forward(ln2, at(a.ln2_mean, T), at(a.ln2_rstd, T), resid_mid, bw.norm2_w,
+                    bw.norm2_b, BT, D);
+  linear_gelu_forward(fc1, fc2_in, ln2, {bw.fc1_w, a.fc1_w_t}, bw.fc1_b, BT, D, M, products,
+                      training);
+  dropout_forward(fc2_in, at(a.gelu_mask, TM), fc2_in, int64_t(BT) * M, p, key(kSiteGelu),
+                  first_tm);
+  residual_branch(x_next, resid_mid, fc2_in, {bw.fc2_w, a.fc2_w_t}, bw.fc2_b, M,
+                  at(a.fc2_mask, TD),
+                  kSiteFc2, at(a.path_scale_mlp, 1), kSitePathMlp);
+}
+
+// The logits of images [b0, b0 + n) from the last block's output.
+static void head_forward_rows(const ViT& model, Activations& acts, int b0, int n, bool training) {
+  const ModelConfig& c = model.config;
+  const ViTParams& w = model.w;
+  const int T = c.pass_tokens(training), D = c.dim, K = c.num_classes;
+  const int64_t TD = int64_t(T) * D;
+  const int BT = n * T;
+  auto at = [b0](auto* buffer, int64_t per_image) { return at_image(buffer, b0, per_image); };
   // The head reads one row per image, the CLS token's or the mean of all tokens, so the
   // final LayerNorm runs on those rows alone; sequence pooling scores the normalised tokens,
   // so there it runs on every token first.
@@ -206,6 +205,21 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
   }
   linear_forward(at(acts.logits, K), pooled_norm, w.head_w, w.head_b, n, D, K,
                  acts.products(false));
+}
+
+// The forward of images [b0, b0 + n) of the batch: every buffer is addressed at image b0,
+// and the dropout streams at sample first_sample + b0.
+static void forward_chunk(const ViT& model, Activations& acts, const float* images, int b0,
+                          int n, bool training, float p, float p_att, float p_path,
+                          uint64_t dropout_key, int first_sample, Products products) {
+  const ModelConfig& c = model.config;
+  const int64_t first = int64_t(first_sample) + b0;
+  const int64_t image_len = int64_t(c.channels) * c.image_size * c.image_size;
+  embed_forward_chunk(model, acts, images + b0 * image_len, b0, n, training, dropout_key, first);
+  for (int l = 0; l < c.depth; ++l)
+    block_forward_rows(model, acts, l, b0, n, training, p, p_att,
+                       drop_path_rate(p_path, l, c.depth), dropout_key, first, products);
+  head_forward_rows(model, acts, b0, n, training);
 }
 
 void vit_forward(const ViT& model, Activations& acts, const float* images, int B, bool training,
