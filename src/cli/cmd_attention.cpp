@@ -77,9 +77,12 @@ ReportImage image_from_split(const Checkpoint& ckpt, const SplitSource& split, i
   return out;
 }
 
-}  // namespace
-
-int run_attention(const AttentionOptions& opt) {
+// The split and fusion the options choose; their mistakes before the checkpoint is read.
+struct Choices {
+  Split split;
+  Fusion fusion;
+};
+Choices check_options(const AttentionOptions& opt) {
   const bool by_file = !opt.images.empty(), by_index = opt.index >= 0, by_count = opt.count >= 0;
   if (int(by_file) + int(by_index) + int(by_count) > 1)
     throw Error("give one of --image FILE..., --index N or --count N");
@@ -88,21 +91,21 @@ int run_attention(const AttentionOptions& opt) {
   if (by_file && !opt.split.empty())
     throw Error("--split " + opt.split + ": --split chooses the split for --index and --count, not for --image");
   if (by_count && opt.count == 0) throw Error("--count 0: expected at least 1 image");
-  const Split split = parse_split(opt.split.empty() ? "test" : opt.split, "--split");
-  const Fusion fusion = parse_fusion(opt.fusion, "--fusion");
+  const Choices choices{parse_split(opt.split.empty() ? "test" : opt.split, "--split"),
+                        parse_fusion(opt.fusion, "--fusion")};
   if (!(opt.discard >= 0.0 && opt.discard <= 1.0))
     throw Error("--discard " + strprintf("%g", opt.discard) + ": expected a fraction from 0 to 1");
   if (opt.out_dir.empty()) throw Error("--out: give the directory to write the maps to");
+  return choices;
+}
 
-  Checkpoint ckpt = load_checkpoint(opt.checkpoint);
+// The images the options name, each with the folder it is written to in a gallery; the
+// split they come from opened in `source` when one is needed.
+std::vector<ReportImage> read_inputs(const AttentionOptions& opt, const Checkpoint& ckpt,
+                                     Split split, std::unique_ptr<SplitSource>& source) {
   const Config& config = ckpt.config;
-  const ModelConfig& m = config.model;
-  check_class_index(opt.class_index, m.num_classes);  // before anything is read or written
-  set_num_threads(opt.threads >= 0 ? opt.threads : config.train.threads);
-
-  // Every input is read before anything is written, so a bad one leaves nothing behind.
+  const bool by_file = !opt.images.empty(), by_index = opt.index >= 0, by_count = opt.count >= 0;
   std::vector<ReportImage> inputs;
-  std::unique_ptr<SplitSource> source;
   if (by_index || by_count || (opt.stats && !by_file)) source = open_split(ckpt, split);
   if (by_file)
     for (const std::string& path : opt.images) inputs.push_back(image_from_file(path, config));
@@ -118,17 +121,69 @@ int run_attention(const AttentionOptions& opt) {
     }
     for (int64_t n = 0; n < count; ++n) inputs.push_back(image_from_split(ckpt, *source, n));
   }
-  const bool gallery = by_count || inputs.size() > 1 || (opt.stats && inputs.empty());
   for (size_t i = 0; i < inputs.size() && by_file; ++i) {
     std::string stem = std::filesystem::path(opt.images[i]).stem().string();
     for (char& c : stem)
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
     inputs[i].folder = strprintf("%03zu_%s", i, stem.c_str());
   }
+  return inputs;
+}
+
+// stats.json, stats.png and, with no gallery, stats.html; the JSON for the gallery's page.
+nlohmann::ordered_json write_stats(const AttentionOptions& opt, const Checkpoint& ckpt,
+                                   AttentionStats& stats, size_t images, const SplitSource* source) {
+  const Config& config = ckpt.config;
+  std::string stats_source;
+  if (images == 0) {
+    attention_stats_over(*ckpt.model, config, *source->images, stats);
+    stats_source = "the " + source->name + " split of " + config.data.path;
+  } else {
+    stats_source = !opt.images.empty() ? "the given image files" : "the first " + std::to_string(images) + " images of the " + source->name + " split of " + config.data.path;
+  }
+  nlohmann::ordered_json stats_json =
+      attention_stats_json(stats, stats_source + "; checkpoint " + opt.checkpoint);
+  write_file_atomic(opt.out_dir + "/stats.json", stats_json.dump(2) + "\n");
+  write_png(opt.out_dir + "/stats.png", render_attention_stats(stats));
+  return stats_json;
+}
+
+// What was written, on standard output.
+void print_summary(const AttentionOptions& opt, const ModelConfig& m, bool gallery,
+                   const std::vector<GalleryItem>& items, const AttentionStats* stats) {
+  if (!gallery) {
+    const GalleryItem& it = items.front();
+    std::printf("%s: predicted %s (%.1f%%)%s\n", !opt.images.empty() ? opt.images[0].c_str() : it.name.c_str(),
+                it.predicted.c_str(), 100.0 * it.probability, it.label.empty() ? "" : (", label " + it.label).c_str());
+    std::printf("attention.npy [%d, %d, %d, %d], rollout.npy and grad_rollout.npy [%d, %d], pictures and "
+                "summary.json in %s\nopen %s/index.html to explore them\n",
+                m.depth, m.heads, m.tokens(), m.tokens(), m.grid(), m.grid(), opt.out_dir.c_str(), opt.out_dir.c_str());
+  } else {
+    const auto wrong = std::count_if(items.begin(), items.end(), [](const GalleryItem& it) { return it.misclassified; });
+    if (!items.empty()) std::printf("%zu images, %lld misclassified; one folder each in %s\n", items.size(), (long long)wrong, opt.out_dir.c_str());
+    if (stats) std::printf("attention statistics over %lld images: stats.json, stats.png\n", (long long)stats->images);
+    std::printf("open %s/index.html to see them\n", opt.out_dir.c_str());
+  }
+}
+
+}  // namespace
+
+int run_attention(const AttentionOptions& opt) {
+  const Choices choices = check_options(opt);
+  Checkpoint ckpt = load_checkpoint(opt.checkpoint);
+  const Config& config = ckpt.config;
+  const ModelConfig& m = config.model;
+  check_class_index(opt.class_index, m.num_classes);  // before anything is read or written
+  set_num_threads(opt.threads >= 0 ? opt.threads : config.train.threads);
+
+  // Every input is read before anything is written, so a bad one leaves nothing behind.
+  std::unique_ptr<SplitSource> source;
+  std::vector<ReportImage> inputs = read_inputs(opt, ckpt, choices.split, source);
+  const bool gallery = opt.count >= 0 || inputs.size() > 1 || (opt.stats && inputs.empty());
   ensure_writable_dir(opt.out_dir);
 
   const ReportSettings report{config, ckpt.class_names, opt.checkpoint, ckpt.progress.step,
-                              opt.class_index, fusion, opt.discard};
+                              opt.class_index, choices.fusion, opt.discard};
   std::optional<AttentionStats> stats;
   if (opt.stats) stats.emplace(m);
   std::vector<GalleryItem> items;
@@ -142,19 +197,8 @@ int run_attention(const AttentionOptions& opt) {
       progress.update(strprintf("attention: %zu/%zu images", i + 1, inputs.size()));
   }
   progress.finish();
-  std::string stats_source;
-  if (stats && inputs.empty()) {
-    attention_stats_over(*ckpt.model, config, *source->images, *stats);
-    stats_source = "the " + source->name + " split of " + config.data.path;
-  } else if (stats) {
-    stats_source = by_file ? "the given image files" : "the first " + std::to_string(inputs.size()) + " images of the " + source->name + " split of " + config.data.path;
-  }
   std::optional<nlohmann::ordered_json> stats_json;
-  if (stats) {
-    stats_json = attention_stats_json(*stats, stats_source + "; checkpoint " + opt.checkpoint);
-    write_file_atomic(opt.out_dir + "/stats.json", stats_json->dump(2) + "\n");
-    write_png(opt.out_dir + "/stats.png", render_attention_stats(*stats));
-  }
+  if (stats) stats_json = write_stats(opt, ckpt, *stats, inputs.size(), source.get());
   if (gallery) {
     write_file_atomic(opt.out_dir + "/index.html",
                       render_gallery_html(items, "Attention of " + opt.checkpoint, stats_json ? &*stats_json : nullptr));
@@ -162,20 +206,7 @@ int run_attention(const AttentionOptions& opt) {
     write_file_atomic(opt.out_dir + "/stats.html",
                       render_gallery_html({}, "Attention of " + opt.checkpoint, &*stats_json));
   }
-
-  if (!gallery) {
-    const GalleryItem& it = items.front();
-    std::printf("%s: predicted %s (%.1f%%)%s\n", by_file ? opt.images[0].c_str() : it.name.c_str(),
-                it.predicted.c_str(), 100.0 * it.probability, it.label.empty() ? "" : (", label " + it.label).c_str());
-    std::printf("attention.npy [%d, %d, %d, %d], rollout.npy and grad_rollout.npy [%d, %d], pictures and "
-                "summary.json in %s\nopen %s/index.html to explore them\n",
-                m.depth, m.heads, m.tokens(), m.tokens(), m.grid(), m.grid(), opt.out_dir.c_str(), opt.out_dir.c_str());
-  } else {
-    const auto wrong = std::count_if(items.begin(), items.end(), [](const GalleryItem& it) { return it.misclassified; });
-    if (!items.empty()) std::printf("%zu images, %lld misclassified; one folder each in %s\n", items.size(), (long long)wrong, opt.out_dir.c_str());
-    if (stats) std::printf("attention statistics over %lld images: stats.json, stats.png\n", (long long)stats->images);
-    std::printf("open %s/index.html to see them\n", opt.out_dir.c_str());
-  }
+  print_summary(opt, m, gallery, items, stats ? &*stats : nullptr);
   return 0;
 }
 
