@@ -91,14 +91,20 @@ void draw_marker(Canvas& c, double x, double y, const PlotSeries& s, float radiu
   }
 }
 
-// One panel occupying columns [x0, x0 + w) of a canvas `height` pixels high.
-void draw_panel(Canvas& c, int x0, int w, int height, const PlotPanel& panel) {
-  const std::vector<PlotSeries>& series = panel.series;
-  // Ranges over every finite point of every series.
+// A panel's plot area [left, right] x [top, bottom] (inclusive pixel bounds) and its axes.
+struct PlotArea {
+  int left, right, top, bottom;
+  Axis xa, ya;
+  double px(double e) const { return left + (e - xa.lo) / (xa.hi - xa.lo) * (right - left); }
+  double py(double v) const { return bottom - (v - ya.lo) / (ya.hi - ya.lo) * (bottom - top); }
+};
+
+// The axes over every finite point of every series; `any` false when there is none.
+void data_axes(const PlotPanel& panel, Axis& xa, Axis& ya, bool& any) {
   double ylo = INFINITY, yhi = -INFINITY;
   int efirst = 0, elast = 0;
-  bool any = false;
-  for (const PlotSeries& s : series)
+  any = false;
+  for (const PlotSeries& s : panel.series)
     for (auto [x, y] : s.xy) {
       ylo = std::min(ylo, y), yhi = std::max(yhi, y);
       int e = static_cast<int>(x);
@@ -107,72 +113,58 @@ void draw_panel(Canvas& c, int x0, int w, int height, const PlotPanel& panel) {
       any = true;
     }
   if (!any) efirst = 1, elast = 10;
-  Axis ya = make_value_axis(ylo, yhi, panel.tick_min, panel.tick_max);
-  Axis xa = make_epoch_axis(efirst, elast);
+  ya = make_value_axis(ylo, yhi, panel.tick_min, panel.tick_max);
+  xa = make_epoch_axis(efirst, elast);
+}
 
-  std::vector<std::string> ylabels;
-  int label_w = 0;
-  for (double t : ya.ticks) {
-    ylabels.push_back(tick_label(t, ya.step));
-    label_w = std::max(label_w, text_width(ylabels.back(), kFont) - 2 * kFont);
-  }
-
-  // Plot area [left, right] x [top, bottom], inclusive pixel bounds.
+// The grid, the frame, the tick marks and their labels, and the x axis's label.
+void draw_axes(Canvas& c, const PlotArea& a, const std::vector<std::string>& ylabels,
+               const std::string& xlabel) {
   const int cap = kTextCapHeight * kFont;
-  const int left = x0 + 16 + label_w + 10;
-  const int right = x0 + w - 18;
-  const int top = 52;
-  const int bottom = height - 56;
-  auto px = [&](double e) { return left + (e - xa.lo) / (xa.hi - xa.lo) * (right - left); };
-  auto py = [&](double v) { return bottom - (v - ya.lo) / (ya.hi - ya.lo) * (bottom - top); };
-
   // Grid, then the frame, so the frame is on top.
-  for (double t : ya.ticks) c.fill_rect(left, static_cast<int>(std::lround(py(t))), right - left + 1, 1, kGrid);
-  for (double t : xa.ticks) c.fill_rect(static_cast<int>(std::lround(px(t))), top, 1, bottom - top + 1, kGrid);
-  c.fill_rect(left, top, 1, bottom - top + 1, kAxis);
-  c.fill_rect(left, bottom, right - left + 1, 1, kAxis);
+  for (double t : a.ya.ticks)
+    c.fill_rect(a.left, static_cast<int>(std::lround(a.py(t))), a.right - a.left + 1, 1, kGrid);
+  for (double t : a.xa.ticks)
+    c.fill_rect(static_cast<int>(std::lround(a.px(t))), a.top, 1, a.bottom - a.top + 1, kGrid);
+  c.fill_rect(a.left, a.top, 1, a.bottom - a.top + 1, kAxis);
+  c.fill_rect(a.left, a.bottom, a.right - a.left + 1, 1, kAxis);
 
   // Tick marks and labels: y labels right-aligned left of the axis, x labels centred below.
-  for (size_t i = 0; i < ya.ticks.size(); ++i) {
-    int y = static_cast<int>(std::lround(py(ya.ticks[i])));
-    c.fill_rect(left - 5, y, 5, 1, kAxis);
+  for (size_t i = 0; i < a.ya.ticks.size(); ++i) {
+    int y = static_cast<int>(std::lround(a.py(a.ya.ticks[i])));
+    c.fill_rect(a.left - 5, y, 5, 1, kAxis);
     int tw = text_width(ylabels[i], kFont) - 2 * kFont;
-    c.draw_text(left - 9 - tw, y - cap / 2, ylabels[i], kLabel, kFont);
+    c.draw_text(a.left - 9 - tw, y - cap / 2, ylabels[i], kLabel, kFont);
   }
-  for (double t : xa.ticks) {
-    int x = static_cast<int>(std::lround(px(t)));
-    c.fill_rect(x, bottom + 1, 1, 5, kAxis);
+  for (double t : a.xa.ticks) {
+    int x = static_cast<int>(std::lround(a.px(t)));
+    c.fill_rect(x, a.bottom + 1, 1, 5, kAxis);
     char s[32];
     std::snprintf(s, sizeof s, "%.0f", t);  // x is whole numbers (epochs, layers)
-    c.draw_text(x - (text_width(s, kFont) - 2 * kFont) / 2, bottom + 10, s, kLabel, kFont);
+    c.draw_text(x - (text_width(s, kFont) - 2 * kFont) / 2, a.bottom + 10, s, kLabel, kFont);
   }
-  const std::string& xlabel = panel.xlabel;
-  c.draw_text((left + right) / 2 - (text_width(xlabel, kFont) - 2 * kFont) / 2,
-              bottom + 10 + cap + 12, xlabel, kLabel, kFont);
+  c.draw_text((a.left + a.right) / 2 - (text_width(xlabel, kFont) - 2 * kFont) / 2,
+              a.bottom + 10 + cap + 12, xlabel, kLabel, kFont);
+}
 
-  // Title at the top left of the plot area.
-  const int title_y = top - cap - 16;
-  draw_bold(c, left, title_y, panel.title, kInk);
-
-  // Lines first, then markers over every line, so points stay visible where curves cross.
+// Lines first, then markers over every line, so points stay visible where curves cross.
+void draw_series(Canvas& c, const PlotArea& a, const std::vector<PlotSeries>& series) {
   size_t most = 0;
   for (const PlotSeries& s : series) most = std::max(most, s.connect ? s.xy.size() : 0);
   float radius = most <= 40 ? 3.5f : most <= 120 ? 2.5f : 0.f;
   for (const PlotSeries& s : series)
     for (size_t i = 1; s.connect && i < s.xy.size(); ++i)
-      c.draw_line(static_cast<float>(px(s.xy[i - 1].first)), static_cast<float>(py(s.xy[i - 1].second)),
-                  static_cast<float>(px(s.xy[i].first)), static_cast<float>(py(s.xy[i].second)),
+      c.draw_line(static_cast<float>(a.px(s.xy[i - 1].first)),
+                  static_cast<float>(a.py(s.xy[i - 1].second)),
+                  static_cast<float>(a.px(s.xy[i].first)), static_cast<float>(a.py(s.xy[i].second)),
                   s.color, 2.f);
   for (const PlotSeries& s : series)
-    for (auto [x, y] : s.xy) draw_marker(c, px(x), py(y), s, s.connect ? radius : 3.5f);
+    for (auto [x, y] : s.xy) draw_marker(c, a.px(x), a.py(y), s, s.connect ? radius : 3.5f);
+}
 
-  if (!any) {
-    const std::string msg = "no data";
-    c.draw_text((left + right) / 2 - text_width(msg, kFont) / 2, (top + bottom) / 2 - cap / 2,
-                msg, kLabel, kFont);
-  }
-
-  // Legend at the top right, in line with the title: a line with a marker, then the name.
+// The legend ending at x = right on the title's line: a line with a marker, then the name.
+void draw_legend(Canvas& c, int right, int title_y, const std::vector<PlotSeries>& series) {
+  const int cap = kTextCapHeight * kFont;
   int lx = right;
   for (auto it = series.rbegin(); it != series.rend(); ++it) {
     if (it->xy.empty()) continue;
@@ -186,6 +178,33 @@ void draw_panel(Canvas& c, int x0, int w, int height, const PlotPanel& panel) {
     draw_marker(c, lx + 11, ly, *it, 3.5f);
     lx -= 20;
   }
+}
+
+// One panel occupying columns [x0, x0 + w) of a canvas `height` pixels high.
+void draw_panel(Canvas& c, int x0, int w, int height, const PlotPanel& panel) {
+  Axis xa, ya;
+  bool any;
+  data_axes(panel, xa, ya, any);
+  std::vector<std::string> ylabels;
+  int label_w = 0;
+  for (double t : ya.ticks) {
+    ylabels.push_back(tick_label(t, ya.step));
+    label_w = std::max(label_w, text_width(ylabels.back(), kFont) - 2 * kFont);
+  }
+  const PlotArea area{x0 + 16 + label_w + 10, x0 + w - 18, 52, height - 56, xa, ya};
+  draw_axes(c, area, ylabels, panel.xlabel);
+
+  // Title at the top left of the plot area.
+  const int cap = kTextCapHeight * kFont;
+  const int title_y = area.top - cap - 16;
+  draw_bold(c, area.left, title_y, panel.title, kInk);
+  draw_series(c, area, panel.series);
+  if (!any) {
+    const std::string msg = "no data";
+    c.draw_text((area.left + area.right) / 2 - text_width(msg, kFont) / 2,
+                (area.top + area.bottom) / 2 - cap / 2, msg, kLabel, kFont);
+  }
+  draw_legend(c, area.right, title_y, panel.series);
 }
 
 }  // namespace
