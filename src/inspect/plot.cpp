@@ -139,8 +139,8 @@ void draw_axes(Canvas& c, const PlotArea& a, const std::vector<std::string>& yla
   for (double t : a.xa.ticks) {
     int x = static_cast<int>(std::lround(a.px(t)));
     c.fill_rect(x, a.bottom + 1, 1, 5, kAxis);
-    char s[32];
-    std::snprintf(s, sizeof s, "%.0f", t);  // x is whole numbers (epochs, layers)
+    char s[32];  // x is whole numbers (epochs, layers); rounded, a tick at -0.0 reads "0"
+    std::snprintf(s, sizeof s, "%ld", std::lround(t));
     c.draw_text(x - (text_width(s, kFont) - 2 * kFont) / 2, a.bottom + 10, s, kLabel, kFont);
   }
   c.draw_text((a.left + a.right) / 2 - (text_width(xlabel, kFont) - 2 * kFont) / 2,
@@ -162,16 +162,27 @@ void draw_series(Canvas& c, const PlotArea& a, const std::vector<PlotSeries>& se
     for (auto [x, y] : s.xy) draw_marker(c, a.px(x), a.py(y), s, s.connect ? radius : 3.5f);
 }
 
-// The legend ending at x = right on the title's line: a line with a marker, then the name.
-void draw_legend(Canvas& c, int right, int title_y, const std::vector<PlotSeries>& series) {
+// Each legend entry's width with the gap after it: a line with a marker, then the name.
+int legend_entry_width(const PlotSeries& s) { return text_width(s.name, kFont) - 2 * kFont + 50; }
+
+// The legend's width from its first line to the end of its last name, 0 with no entries.
+int legend_width(const std::vector<PlotSeries>& series) {
+  int w = 0;
+  for (const PlotSeries& s : series)
+    if (!s.xy.empty()) w += legend_entry_width(s);
+  return w > 0 ? w - 20 : 0;
+}
+
+// The legend ending at x = right on the line at y: a line with a marker, then the name.
+void draw_legend(Canvas& c, int right, int y, const std::vector<PlotSeries>& series) {
   const int cap = kTextCapHeight * kFont;
   int lx = right;
   for (auto it = series.rbegin(); it != series.rend(); ++it) {
     if (it->xy.empty()) continue;
     lx -= text_width(it->name, kFont) - 2 * kFont;
-    c.draw_text(lx, title_y, it->name, kLabel, kFont);
+    c.draw_text(lx, y, it->name, kLabel, kFont);
     lx -= 8 + 22;
-    double ly = title_y + cap / 2.0;
+    double ly = y + cap / 2.0;
     if (it->connect)
       c.draw_line(static_cast<float>(lx), static_cast<float>(ly), static_cast<float>(lx + 22),
                   static_cast<float>(ly), it->color, 2.f);
@@ -191,12 +202,16 @@ void draw_panel(Canvas& c, int x0, int w, int height, const PlotPanel& panel) {
     ylabels.push_back(tick_label(t, ya.step));
     label_w = std::max(label_w, text_width(ylabels.back(), kFont) - 2 * kFont);
   }
-  const PlotArea area{x0 + 16 + label_w + 10, x0 + w - 18, 52, height - 56, xa, ya};
-  draw_axes(c, area, ylabels, panel.xlabel);
-
-  // Title at the top left of the plot area.
+  // The title at the top left of the plot area, the legend at the top right in line with
+  // it, or on a line of its own below it where the two would overlap.
   const int cap = kTextCapHeight * kFont;
-  const int title_y = area.top - cap - 16;
+  const int left = x0 + 16 + label_w + 10, right = x0 + w - 18;
+  const int title_y = 52 - cap - 16;
+  const int title_end = left + text_width(panel.title, kFont) - 2 * kFont + 1;
+  const bool legend_below = title_end + 16 > right - legend_width(panel.series);
+  const int legend_y = legend_below ? title_y + cap + 10 : title_y;
+  const PlotArea area{left, right, legend_below ? 52 + cap + 10 : 52, height - 56, xa, ya};
+  draw_axes(c, area, ylabels, panel.xlabel);
   draw_bold(c, area.left, title_y, panel.title, kInk);
   draw_series(c, area, panel.series);
   if (!any) {
@@ -204,7 +219,7 @@ void draw_panel(Canvas& c, int x0, int w, int height, const PlotPanel& panel) {
     c.draw_text((area.left + area.right) / 2 - text_width(msg, kFont) / 2,
                 (area.top + area.bottom) / 2 - cap / 2, msg, kLabel, kFont);
   }
-  draw_legend(c, area.right, title_y, panel.series);
+  draw_legend(c, area.right, legend_y, panel.series);
 }
 
 }  // namespace

@@ -298,3 +298,24 @@ TEST_CASE("training curves plot is a readable PNG for all kinds of histories", "
     }
   }
 }
+
+TEST_CASE("a panel's legend keeps to the title's line unless the two would overlap", "[plot]") {
+  PlotSeries dots{"heads", kPlotBlue, false, false, {{1, 1.0}, {2, 2.0}}};
+  PlotSeries line{"mean", kPlotOrange, true, true, {{1, 1.5}, {2, 1.0}}};
+  // The legend's line and markers are the only pixels of the series' colours above the plot
+  // area, whose points sit below y = 60 either way.
+  auto legend_pixels_in_rows = [](const Canvas& c, int y0, int y1) {
+    int n = 0;
+    for (int y = y0; y < y1; ++y)
+      for (int x = 0; x < c.width; ++x)
+        if (c.get(x, y) == kPlotBlue || c.get(x, y) == kPlotOrange) ++n;
+    return n;
+  };
+  // The title's line is rows 22-35 (capitals 14 pixels high, 16 above the plot's top at 52).
+  const Canvas short_title = render_panels({{"loss", "x", 0, INFINITY, {dots, line}}}, 450, 400);
+  CHECK(legend_pixels_in_rows(short_title, 20, 38) > 20);
+  const Canvas long_title =
+      render_panels({{"distance, patches, a long one", "x", 0, INFINITY, {dots, line}}}, 450, 400);
+  CHECK(legend_pixels_in_rows(long_title, 20, 38) == 0);
+  CHECK(legend_pixels_in_rows(long_title, 38, 62) > 20);
+}

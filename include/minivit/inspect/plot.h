@@ -24,7 +24,8 @@ struct PlotSeries {
 };
 
 // One panel: axes with round ticks (value ticks kept within [tick_min, tick_max], so a
-// percent axis has no "104"), a title, an x label and a legend at the top right.
+// percent axis has no "104"), a title, an x label and a legend at the top right, in line
+// with the title or, where the two would overlap, on a line of its own below it.
 struct PlotPanel {
   std::string title, xlabel;
   double tick_min, tick_max;
