@@ -23,35 +23,18 @@ std::string source_text(const nlohmann::ordered_json& in) {
          std::to_string(in["step"].get<int64_t>());
 }
 
-}  // namespace
-
-GalleryItem write_attention_report(ViT& model, const ReportSettings& settings, ReportImage& img,
-                                   const std::string& dir, AttentionStats* stats) {
-  const Config& config = settings.config;
-  const ModelConfig& m = config.model;
-  const Fusion fusion = settings.fusion;
-  const std::vector<float> input = normalise_image(img.pixels, config.data.mean, config.data.std);
-  const Explanation e = explain_class(model, input.data(), settings.class_index);
-  const AttentionMaps& maps = e.maps;
-  const Tensor2 rollout = attention_rollout(maps.att, maps.pool, fusion, settings.discard);
-  if (stats) {
-    for (int l = 0; l < m.depth; ++l)
-      stats->add_layer(l, maps.att.data() + size_t(l) * m.heads * m.tokens() * m.tokens());
-    stats->count_image();
-  }
-  const std::vector<std::string> names = class_names_for(settings.class_names, m.num_classes);
-
-  img.source["checkpoint"] = settings.checkpoint;
-  img.source["step"] = settings.step;
+// summary.json: the attention summary of the image and the class its gradient rollout explains.
+nlohmann::ordered_json report_summary(const Explanation& e, const Tensor2& rollout,
+                                      const ReportSettings& settings, const ReportImage& img,
+                                      const std::string& explained, const ModelConfig& m) {
   SummaryInputs in;
-  in.maps = &maps;
+  in.maps = &e.maps;
   in.rollout = &rollout;
   in.class_names = &settings.class_names;
-  in.fusion = fusion;
+  in.fusion = settings.fusion;
   in.discard = settings.discard;
   in.source = img.source;
   nlohmann::ordered_json summary = attention_summary(in);
-  const std::string explained = names[size_t(e.class_index)];
   summary["grad_rollout"] = {
       {"class", explained},
       {"class_index", e.class_index},
@@ -61,6 +44,57 @@ GalleryItem write_attention_report(ViT& model, const ReportSettings& settings, R
        "(evaluation mode); identity added, rows renormalised to 1, layers multiplied from the first to "
        "the last; read as the rollout is"},
       {"top_patches", patches_json(top_patches(e.grad_rollout.data(), m.grid(), 5))}};
+  return summary;
+}
+
+// The arrays and pictures of one report into d (a folder's path ending in '/').
+void write_report_arrays_and_pictures(const std::string& d, const Explanation& e,
+                                      const Tensor2& rollout, const std::vector<float>& input,
+                                      const Image8& seen, const std::string& headline,
+                                      const std::string& explained,
+                                      const ReportSettings& settings, const ModelConfig& m) {
+  const AttentionMaps& maps = e.maps;
+  const std::vector<int64_t> att_shape(maps.att.shape().begin(), maps.att.shape().end());
+  const std::vector<int64_t> grid_shape = {m.grid(), m.grid()};
+  write_npy(d + "attention.npy", maps.att.data(), att_shape);
+  write_npy(d + "rollout.npy", rollout.data(), grid_shape);
+  write_npy(d + "grad_rollout.npy", e.grad_rollout.data(), grid_shape);
+  write_npy(d + "input.npy", input.data(), {m.channels, m.image_size, m.image_size});
+  write_png(d + "input.png", render_input(seen));
+  const std::string grid_title =
+      maps.pool == PoolKind::cls ? "CLS attention per layer and head: " : "Mean attention per layer and head: ";
+  write_png(d + "grid.png", render_grid(seen, maps.att, maps.pool, grid_title + headline));
+  write_png(d + "rollout.png",
+            render_rollout(seen, rollout, maps.pool, headline,
+                           strprintf("heads fused by %s; ", fusion_name(settings.fusion)) +
+                               (settings.discard > 0 ? strprintf("lowest %g%% of the weights discarded", 100 * settings.discard)
+                                                : std::string("nothing discarded"))));
+  write_png(d + "grad_rollout.png",
+            render_rollout(seen, e.grad_rollout, maps.pool, headline,
+                           "class-specific gradient rollout of " + explained));
+  write_png(d + "thumb.png", render_thumbnail(seen, e.grad_rollout));
+}
+
+}  // namespace
+
+GalleryItem write_attention_report(ViT& model, const ReportSettings& settings, ReportImage& img,
+                                   const std::string& dir, AttentionStats* stats) {
+  const Config& config = settings.config;
+  const ModelConfig& m = config.model;
+  const std::vector<float> input = normalise_image(img.pixels, config.data.mean, config.data.std);
+  const Explanation e = explain_class(model, input.data(), settings.class_index);
+  const AttentionMaps& maps = e.maps;
+  const Tensor2 rollout = attention_rollout(maps.att, maps.pool, settings.fusion, settings.discard);
+  if (stats) {
+    for (int l = 0; l < m.depth; ++l)
+      stats->add_layer(l, maps.att.data() + size_t(l) * m.heads * m.tokens() * m.tokens());
+    stats->count_image();
+  }
+  const std::vector<std::string> names = class_names_for(settings.class_names, m.num_classes);
+  const std::string explained = names[size_t(e.class_index)];
+  img.source["checkpoint"] = settings.checkpoint;
+  img.source["step"] = settings.step;
+  const nlohmann::ordered_json summary = report_summary(e, rollout, settings, img, explained, m);
 
   // The pictures show the input as the model saw it: its float input, denormalised.
   const Image8 seen = denormalise_image(input.data(), m.channels, m.image_size, config.data.mean, config.data.std);
@@ -74,7 +108,7 @@ GalleryItem write_attention_report(ViT& model, const ReportSettings& settings, R
   page.seen = &seen;
   page.model = &m;
   page.class_names = &names;
-  page.fusion = fusion;
+  page.fusion = settings.fusion;
   page.discard = settings.discard;
   page.label = img.label_index;
   page.title = headline;
@@ -84,25 +118,7 @@ GalleryItem write_attention_report(ViT& model, const ReportSettings& settings, R
 
   ensure_writable_dir(dir);
   const std::string d = dir + "/";
-  const std::vector<int64_t> att_shape(maps.att.shape().begin(), maps.att.shape().end());
-  const std::vector<int64_t> grid_shape = {m.grid(), m.grid()};
-  write_npy(d + "attention.npy", maps.att.data(), att_shape);
-  write_npy(d + "rollout.npy", rollout.data(), grid_shape);
-  write_npy(d + "grad_rollout.npy", e.grad_rollout.data(), grid_shape);
-  write_npy(d + "input.npy", input.data(), {m.channels, m.image_size, m.image_size});
-  write_png(d + "input.png", render_input(seen));
-  const std::string grid_title =
-      maps.pool == PoolKind::cls ? "CLS attention per layer and head: " : "Mean attention per layer and head: ";
-  write_png(d + "grid.png", render_grid(seen, maps.att, maps.pool, grid_title + headline));
-  write_png(d + "rollout.png",
-            render_rollout(seen, rollout, maps.pool, headline,
-                           strprintf("heads fused by %s; ", fusion_name(fusion)) +
-                               (settings.discard > 0 ? strprintf("lowest %g%% of the weights discarded", 100 * settings.discard)
-                                                : std::string("nothing discarded"))));
-  write_png(d + "grad_rollout.png",
-            render_rollout(seen, e.grad_rollout, maps.pool, headline,
-                           "class-specific gradient rollout of " + explained));
-  write_png(d + "thumb.png", render_thumbnail(seen, e.grad_rollout));
+  write_report_arrays_and_pictures(d, e, rollout, input, seen, headline, explained, settings, m);
   write_file_atomic(d + "summary.json", summary.dump(2) + "\n");
   write_file_atomic(d + "index.html", html);
 
