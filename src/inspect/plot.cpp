@@ -11,6 +11,7 @@ namespace {
 
 constexpr int kWidth = 900, kHeight = 400;
 constexpr int kFont = 2;  // text scale: 14-pixel capitals
+constexpr int kPlotTop = 52;  // the plot area's top with the title (and legend) above it
 
 constexpr Color kWhite = {255, 255, 255};
 constexpr Color kInk = {25, 25, 25};        // titles
@@ -56,8 +57,9 @@ Axis make_epoch_axis(int first, int last) {
   double range = last - first;
   double pad = std::max(0.5, 0.04 * range);
   Axis a{first - pad, last + pad, {}, std::max(1.0, nice_step(std::max(range, 1.0), 6))};
-  for (double k = std::ceil(a.lo / a.step); k * a.step <= a.hi; k += 1)
-    a.ticks.push_back(k * a.step);
+  // Counting in integers: ceil of a small negative is -0.0, and its tick would read "-0".
+  for (long k = std::lround(std::ceil(a.lo / a.step)); k * a.step <= a.hi; ++k)
+    a.ticks.push_back(static_cast<double>(k) * a.step);
   return a;
 }
 
@@ -73,6 +75,9 @@ std::string tick_label(double v, double step) {
   }
   return buf;
 }
+
+// The width of a label's ink at kFont, without the spacing text_width counts after it.
+int label_width(const std::string& s) { return text_width(s, kFont) - 2 * kFont; }
 
 // Title-weight text: drawn twice one pixel apart.
 void draw_bold(Canvas& c, int x, int y, const std::string& s, Color color) {
@@ -99,11 +104,16 @@ struct PlotArea {
   double py(double v) const { return bottom - (v - ya.lo) / (ya.hi - ya.lo) * (bottom - top); }
 };
 
-// The axes over every finite point of every series; `any` false when there is none.
-void data_axes(const PlotPanel& panel, Axis& xa, Axis& ya, bool& any) {
+struct DataAxes {
+  Axis xa, ya;
+  bool any;  // false when no series has a point
+};
+
+// The axes over every finite point of every series.
+DataAxes data_axes(const PlotPanel& panel) {
   double ylo = INFINITY, yhi = -INFINITY;
   int efirst = 0, elast = 0;
-  any = false;
+  bool any = false;
   for (const PlotSeries& s : panel.series)
     for (auto [x, y] : s.xy) {
       ylo = std::min(ylo, y), yhi = std::max(yhi, y);
@@ -113,8 +123,8 @@ void data_axes(const PlotPanel& panel, Axis& xa, Axis& ya, bool& any) {
       any = true;
     }
   if (!any) efirst = 1, elast = 10;
-  ya = make_value_axis(ylo, yhi, panel.tick_min, panel.tick_max);
-  xa = make_epoch_axis(efirst, elast);
+  return {make_epoch_axis(efirst, elast), make_value_axis(ylo, yhi, panel.tick_min, panel.tick_max),
+          any};
 }
 
 // The grid, the frame, the tick marks and their labels, and the x axis's label.
@@ -133,18 +143,17 @@ void draw_axes(Canvas& c, const PlotArea& a, const std::vector<std::string>& yla
   for (size_t i = 0; i < a.ya.ticks.size(); ++i) {
     int y = static_cast<int>(std::lround(a.py(a.ya.ticks[i])));
     c.fill_rect(a.left - 5, y, 5, 1, kAxis);
-    int tw = text_width(ylabels[i], kFont) - 2 * kFont;
-    c.draw_text(a.left - 9 - tw, y - cap / 2, ylabels[i], kLabel, kFont);
+    c.draw_text(a.left - 9 - label_width(ylabels[i]), y - cap / 2, ylabels[i], kLabel, kFont);
   }
   for (double t : a.xa.ticks) {
     int x = static_cast<int>(std::lround(a.px(t)));
     c.fill_rect(x, a.bottom + 1, 1, 5, kAxis);
-    char s[32];  // x is whole numbers (epochs, layers); rounded, a tick at -0.0 reads "0"
+    char s[32];  // x is whole numbers (epochs, layers)
     std::snprintf(s, sizeof s, "%ld", std::lround(t));
-    c.draw_text(x - (text_width(s, kFont) - 2 * kFont) / 2, a.bottom + 10, s, kLabel, kFont);
+    c.draw_text(x - label_width(s) / 2, a.bottom + 10, s, kLabel, kFont);
   }
-  c.draw_text((a.left + a.right) / 2 - (text_width(xlabel, kFont) - 2 * kFont) / 2,
-              a.bottom + 10 + cap + 12, xlabel, kLabel, kFont);
+  c.draw_text((a.left + a.right) / 2 - label_width(xlabel) / 2, a.bottom + 10 + cap + 12, xlabel,
+              kLabel, kFont);
 }
 
 // Lines first, then markers over every line, so points stay visible where curves cross.
@@ -162,64 +171,65 @@ void draw_series(Canvas& c, const PlotArea& a, const std::vector<PlotSeries>& se
     for (auto [x, y] : s.xy) draw_marker(c, a.px(x), a.py(y), s, s.connect ? radius : 3.5f);
 }
 
-// Each legend entry's width with the gap after it: a line with a marker, then the name.
-int legend_entry_width(const PlotSeries& s) { return text_width(s.name, kFont) - 2 * kFont + 50; }
+// A legend entry: a line with a marker, a gap, the name, then the gap before the next entry.
+constexpr int kLegendLine = 22, kLegendNameGap = 8, kLegendEntryGap = 20;
+
+int legend_entry_width(const PlotSeries& s) {
+  return kLegendLine + kLegendNameGap + label_width(s.name) + kLegendEntryGap;
+}
 
 // The legend's width from its first line to the end of its last name, 0 with no entries.
 int legend_width(const std::vector<PlotSeries>& series) {
   int w = 0;
   for (const PlotSeries& s : series)
     if (!s.xy.empty()) w += legend_entry_width(s);
-  return w > 0 ? w - 20 : 0;
+  return w > 0 ? w - kLegendEntryGap : 0;
 }
 
 // The legend ending at x = right on the line at y: a line with a marker, then the name.
 void draw_legend(Canvas& c, int right, int y, const std::vector<PlotSeries>& series) {
   const int cap = kTextCapHeight * kFont;
-  int lx = right;
+  int end = right + kLegendEntryGap;  // where the entry being drawn ends, its gap included
   for (auto it = series.rbegin(); it != series.rend(); ++it) {
     if (it->xy.empty()) continue;
-    lx -= text_width(it->name, kFont) - 2 * kFont;
-    c.draw_text(lx, y, it->name, kLabel, kFont);
-    lx -= 8 + 22;
-    double ly = y + cap / 2.0;
+    const int lx = end - legend_entry_width(*it);
+    const double ly = y + cap / 2.0;
     if (it->connect)
-      c.draw_line(static_cast<float>(lx), static_cast<float>(ly), static_cast<float>(lx + 22),
-                  static_cast<float>(ly), it->color, 2.f);
-    draw_marker(c, lx + 11, ly, *it, 3.5f);
-    lx -= 20;
+      c.draw_line(static_cast<float>(lx), static_cast<float>(ly),
+                  static_cast<float>(lx + kLegendLine), static_cast<float>(ly), it->color, 2.f);
+    draw_marker(c, lx + kLegendLine / 2, ly, *it, 3.5f);
+    c.draw_text(lx + kLegendLine + kLegendNameGap, y, it->name, kLabel, kFont);
+    end = lx;
   }
 }
 
 // One panel occupying columns [x0, x0 + w) of a canvas `height` pixels high.
 void draw_panel(Canvas& c, int x0, int w, int height, const PlotPanel& panel) {
-  Axis xa, ya;
-  bool any;
-  data_axes(panel, xa, ya, any);
+  const DataAxes axes = data_axes(panel);
   std::vector<std::string> ylabels;
   int label_w = 0;
-  for (double t : ya.ticks) {
-    ylabels.push_back(tick_label(t, ya.step));
-    label_w = std::max(label_w, text_width(ylabels.back(), kFont) - 2 * kFont);
+  for (double t : axes.ya.ticks) {
+    ylabels.push_back(tick_label(t, axes.ya.step));
+    label_w = std::max(label_w, label_width(ylabels.back()));
   }
   // The title at the top left of the plot area, the legend at the top right in line with
   // it, or on a line of its own below it where the two would overlap.
   const int cap = kTextCapHeight * kFont;
   const int left = x0 + 16 + label_w + 10, right = x0 + w - 18;
-  const int title_y = 52 - cap - 16;
-  const int title_end = left + text_width(panel.title, kFont) - 2 * kFont + 1;
+  const int title_y = kPlotTop - cap - 16;
+  const int title_end = left + label_width(panel.title) + 1;
   const bool legend_below = title_end + 16 > right - legend_width(panel.series);
-  const int legend_y = legend_below ? title_y + cap + 10 : title_y;
-  const PlotArea area{left, right, legend_below ? 52 + cap + 10 : 52, height - 56, xa, ya};
+  const int below = legend_below ? cap + 10 : 0;  // the legend's own line
+  const PlotArea area{left, right, kPlotTop + below, height - 56, axes.xa, axes.ya};
   draw_axes(c, area, ylabels, panel.xlabel);
   draw_bold(c, area.left, title_y, panel.title, kInk);
   draw_series(c, area, panel.series);
-  if (!any) {
+  if (!axes.any) {
     const std::string msg = "no data";
     c.draw_text((area.left + area.right) / 2 - text_width(msg, kFont) / 2,
                 (area.top + area.bottom) / 2 - cap / 2, msg, kLabel, kFont);
   }
-  draw_legend(c, area.right, legend_y, panel.series);
+  draw_legend(c, area.right, title_y + below, panel.series);
 }
 
 }  // namespace
