@@ -11,7 +11,9 @@ namespace {
 
 constexpr int kWidth = 900, kHeight = 400;
 constexpr int kFont = 2;  // text scale: 14-pixel capitals
-constexpr int kPlotTop = 52;  // the plot area's top with the title (and legend) above it
+constexpr int kPlotTop = 52;  // the plot area's top under the title's line
+// How far below the title's line a legend's own line lies.
+constexpr int kLegendLineDrop = kTextCapHeight * kFont + 10;
 
 constexpr Color kWhite = {255, 255, 255};
 constexpr Color kInk = {25, 25, 25};        // titles
@@ -203,33 +205,45 @@ void draw_legend(Canvas& c, int right, int y, const std::vector<PlotSeries>& ser
   }
 }
 
-// One panel occupying columns [x0, x0 + w) of a canvas `height` pixels high.
-void draw_panel(Canvas& c, int x0, int w, int height, const PlotPanel& panel) {
-  const DataAxes axes = data_axes(panel);
+// Where a panel's parts go in columns [x0, x0 + w): its axes and their y labels, the plot
+// area's left and right, and whether its legend needs a line of its own below the title
+// (where on the title's line the two would overlap).
+struct PanelLayout {
+  DataAxes axes;
   std::vector<std::string> ylabels;
+  int left, right;
+  bool legend_below;
+};
+
+PanelLayout layout_panel(int x0, int w, const PlotPanel& panel) {
+  PanelLayout p{data_axes(panel), {}, 0, 0, false};
   int label_w = 0;
-  for (double t : axes.ya.ticks) {
-    ylabels.push_back(tick_label(t, axes.ya.step));
-    label_w = std::max(label_w, label_width(ylabels.back()));
+  for (double t : p.axes.ya.ticks) {
+    p.ylabels.push_back(tick_label(t, p.axes.ya.step));
+    label_w = std::max(label_w, label_width(p.ylabels.back()));
   }
-  // The title at the top left of the plot area, the legend at the top right in line with
-  // it, or on a line of its own below it where the two would overlap.
+  p.left = x0 + 16 + label_w + 10, p.right = x0 + w - 18;
+  const int title_end = p.left + label_width(panel.title) + 1;
+  p.legend_below = title_end + 16 > p.right - legend_width(panel.series);
+  return p;
+}
+
+// One panel of a canvas `height` pixels high, its plot area starting at row `top`: the title
+// at the top left of the plot area, the legend at the top right, on the title's line or the
+// one below it.
+void draw_panel(Canvas& c, const PanelLayout& p, int top, int height, const PlotPanel& panel) {
   const int cap = kTextCapHeight * kFont;
-  const int left = x0 + 16 + label_w + 10, right = x0 + w - 18;
   const int title_y = kPlotTop - cap - 16;
-  const int title_end = left + label_width(panel.title) + 1;
-  const bool legend_below = title_end + 16 > right - legend_width(panel.series);
-  const int below = legend_below ? cap + 10 : 0;  // the legend's own line
-  const PlotArea area{left, right, kPlotTop + below, height - 56, axes.xa, axes.ya};
-  draw_axes(c, area, ylabels, panel.xlabel);
+  const PlotArea area{p.left, p.right, top, height - 56, p.axes.xa, p.axes.ya};
+  draw_axes(c, area, p.ylabels, panel.xlabel);
   draw_bold(c, area.left, title_y, panel.title, kInk);
   draw_series(c, area, panel.series);
-  if (!axes.any) {
+  if (!p.axes.any) {
     const std::string msg = "no data";
     c.draw_text((area.left + area.right) / 2 - text_width(msg, kFont) / 2,
                 (area.top + area.bottom) / 2 - cap / 2, msg, kLabel, kFont);
   }
-  draw_legend(c, area.right, title_y + below, panel.series);
+  draw_legend(c, area.right, title_y + (p.legend_below ? kLegendLineDrop : 0), panel.series);
 }
 
 }  // namespace
@@ -237,8 +251,15 @@ void draw_panel(Canvas& c, int x0, int w, int height, const PlotPanel& panel) {
 Canvas render_panels(const std::vector<PlotPanel>& panels, int width, int height) {
   Canvas c(width, height, kWhite);
   const int n = std::max<int>(1, int(panels.size()));
-  for (int i = 0; i < int(panels.size()); ++i)
-    draw_panel(c, i * width / n, width / n, height, panels[size_t(i)]);
+  std::vector<PanelLayout> layouts;
+  bool any_legend_below = false;
+  for (int i = 0; i < int(panels.size()); ++i) {
+    layouts.push_back(layout_panel(i * width / n, width / n, panels[size_t(i)]));
+    any_legend_below = any_legend_below || layouts.back().legend_below;
+  }
+  // Side by side, the plot areas share their top, lowered for a legend's own line in any.
+  const int top = kPlotTop + (any_legend_below ? kLegendLineDrop : 0);
+  for (size_t i = 0; i < panels.size(); ++i) draw_panel(c, layouts[i], top, height, panels[i]);
   return c;
 }
 

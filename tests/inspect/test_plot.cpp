@@ -319,3 +319,25 @@ TEST_CASE("a panel's legend keeps to the title's line unless the two would overl
   CHECK(legend_pixels_in_rows(long_title, 20, 38) == 0);
   CHECK(legend_pixels_in_rows(long_title, 38, 62) > 20);
 }
+
+TEST_CASE("panels side by side keep their plot areas level when one legend takes its own line",
+          "[plot]") {
+  PlotSeries dots{"heads", kPlotBlue, false, false, {{1, 1.0}, {2, 2.0}}};
+  PlotSeries line{"mean", kPlotOrange, true, true, {{1, 1.5}, {2, 1.0}}};
+  // The plot area's top is the first row of its left axis line, the first pixel of the axes'
+  // grey (110, 110, 110) in the panel's columns.
+  auto frame_top = [](const Canvas& c, int x0, int x1) {
+    for (int y = 0; y < c.height; ++y)
+      for (int x = x0; x < x1; ++x)
+        if (c.get(x, y) == Color{110, 110, 110}) return y;
+    return -1;
+  };
+  const PlotPanel short_title{"loss", "x", 0, INFINITY, {dots, line}};
+  const PlotPanel long_title{"distance, patches, a long one", "x", 0, INFINITY, {dots, line}};
+  const Canvas alone = render_panels({short_title}, 450, 400);
+  const Canvas pair = render_panels({short_title, long_title}, 900, 400);
+  const int top_alone = frame_top(alone, 0, 450);
+  CHECK(top_alone == 52);
+  CHECK(frame_top(pair, 450, 900) > top_alone);
+  CHECK(frame_top(pair, 0, 450) == frame_top(pair, 450, 900));
+}

@@ -32,7 +32,8 @@ struct PlotPanel {
   std::vector<PlotSeries> series;
 };
 
-// The panels side by side on one width x height canvas.
+// The panels side by side on one width x height canvas, their plot areas at the same height:
+// where one panel's legend takes a line of its own, every plot area starts below that line.
 Canvas render_panels(const std::vector<PlotPanel>& panels, int width, int height);
 
 // One epoch's summary. Accuracies are fractions in [0, 1] (plotted as percent). Any value
