@@ -11,14 +11,14 @@ namespace {
 
 constexpr int kWidth = 900, kHeight = 400;
 constexpr int kFont = 2;  // text scale: 14-pixel capitals
+constexpr int kCap = kTextCapHeight * kFont;  // a capital's height in pixels at that scale
 constexpr int kPlotTop = 52;  // the plot area's top under the title's line
 // How far below the title's line a legend's own line lies.
-constexpr int kLegendLineDrop = kTextCapHeight * kFont + 10;
+constexpr int kLegendLineDrop = kCap + 10;
 
 constexpr Color kWhite = {255, 255, 255};
 constexpr Color kInk = {25, 25, 25};        // titles
 constexpr Color kLabel = {70, 70, 70};      // tick labels, axis label
-constexpr Color kAxis = {110, 110, 110};    // axis lines and tick marks
 constexpr Color kGrid = {228, 228, 228};    // grid lines
 
 // A tick step of 1, 2 or 5 times a power of ten giving about `target` intervals.
@@ -132,29 +132,28 @@ DataAxes data_axes(const PlotPanel& panel) {
 // The grid, the frame, the tick marks and their labels, and the x axis's label.
 void draw_axes(Canvas& c, const PlotArea& a, const std::vector<std::string>& ylabels,
                const std::string& xlabel) {
-  const int cap = kTextCapHeight * kFont;
   // Grid, then the frame, so the frame is on top.
   for (double t : a.ya.ticks)
     c.fill_rect(a.left, static_cast<int>(std::lround(a.py(t))), a.right - a.left + 1, 1, kGrid);
   for (double t : a.xa.ticks)
     c.fill_rect(static_cast<int>(std::lround(a.px(t))), a.top, 1, a.bottom - a.top + 1, kGrid);
-  c.fill_rect(a.left, a.top, 1, a.bottom - a.top + 1, kAxis);
-  c.fill_rect(a.left, a.bottom, a.right - a.left + 1, 1, kAxis);
+  c.fill_rect(a.left, a.top, 1, a.bottom - a.top + 1, kPlotAxis);
+  c.fill_rect(a.left, a.bottom, a.right - a.left + 1, 1, kPlotAxis);
 
   // Tick marks and labels: y labels right-aligned left of the axis, x labels centred below.
   for (size_t i = 0; i < a.ya.ticks.size(); ++i) {
     int y = static_cast<int>(std::lround(a.py(a.ya.ticks[i])));
-    c.fill_rect(a.left - 5, y, 5, 1, kAxis);
-    c.draw_text(a.left - 9 - label_width(ylabels[i]), y - cap / 2, ylabels[i], kLabel, kFont);
+    c.fill_rect(a.left - 5, y, 5, 1, kPlotAxis);
+    c.draw_text(a.left - 9 - label_width(ylabels[i]), y - kCap / 2, ylabels[i], kLabel, kFont);
   }
   for (double t : a.xa.ticks) {
     int x = static_cast<int>(std::lround(a.px(t)));
-    c.fill_rect(x, a.bottom + 1, 1, 5, kAxis);
+    c.fill_rect(x, a.bottom + 1, 1, 5, kPlotAxis);
     char s[32];  // x is whole numbers (epochs, layers)
     std::snprintf(s, sizeof s, "%ld", std::lround(t));
     c.draw_text(x - label_width(s) / 2, a.bottom + 10, s, kLabel, kFont);
   }
-  c.draw_text((a.left + a.right) / 2 - label_width(xlabel) / 2, a.bottom + 10 + cap + 12, xlabel,
+  c.draw_text((a.left + a.right) / 2 - label_width(xlabel) / 2, a.bottom + 10 + kCap + 12, xlabel,
               kLabel, kFont);
 }
 
@@ -190,12 +189,11 @@ int legend_width(const std::vector<PlotSeries>& series) {
 
 // The legend ending at x = right on the line at y: a line with a marker, then the name.
 void draw_legend(Canvas& c, int right, int y, const std::vector<PlotSeries>& series) {
-  const int cap = kTextCapHeight * kFont;
   int end = right + kLegendEntryGap;  // where the entry being drawn ends, its gap included
   for (auto it = series.rbegin(); it != series.rend(); ++it) {
     if (it->xy.empty()) continue;
     const int lx = end - legend_entry_width(*it);
-    const double ly = y + cap / 2.0;
+    const double ly = y + kCap / 2.0;
     if (it->connect)
       c.draw_line(static_cast<float>(lx), static_cast<float>(ly),
                   static_cast<float>(lx + kLegendLine), static_cast<float>(ly), it->color, 2.f);
@@ -232,8 +230,7 @@ PanelLayout layout_panel(int x0, int w, const PlotPanel& panel) {
 // at the top left of the plot area, the legend at the top right, on the title's line or the
 // one below it.
 void draw_panel(Canvas& c, const PanelLayout& p, int top, int height, const PlotPanel& panel) {
-  const int cap = kTextCapHeight * kFont;
-  const int title_y = kPlotTop - cap - 16;
+  const int title_y = kPlotTop - kCap - 16;
   const PlotArea area{p.left, p.right, top, height - 56, p.axes.xa, p.axes.ya};
   draw_axes(c, area, p.ylabels, panel.xlabel);
   draw_bold(c, area.left, title_y, panel.title, kInk);
@@ -241,7 +238,7 @@ void draw_panel(Canvas& c, const PanelLayout& p, int top, int height, const Plot
   if (!p.axes.any) {
     const std::string msg = "no data";
     c.draw_text((area.left + area.right) / 2 - text_width(msg, kFont) / 2,
-                (area.top + area.bottom) / 2 - cap / 2, msg, kLabel, kFont);
+                (area.top + area.bottom) / 2 - kCap / 2, msg, kLabel, kFont);
   }
   draw_legend(c, area.right, title_y + (p.legend_below ? kLegendLineDrop : 0), panel.series);
 }
@@ -252,12 +249,11 @@ Canvas render_panels(const std::vector<PlotPanel>& panels, int width, int height
   Canvas c(width, height, kWhite);
   const int n = std::max<int>(1, int(panels.size()));
   std::vector<PanelLayout> layouts;
-  bool any_legend_below = false;
-  for (int i = 0; i < int(panels.size()); ++i) {
+  for (int i = 0; i < int(panels.size()); ++i)
     layouts.push_back(layout_panel(i * width / n, width / n, panels[size_t(i)]));
-    any_legend_below = any_legend_below || layouts.back().legend_below;
-  }
   // Side by side, the plot areas share their top, lowered for a legend's own line in any.
+  const bool any_legend_below = std::any_of(
+      layouts.begin(), layouts.end(), [](const PanelLayout& p) { return p.legend_below; });
   const int top = kPlotTop + (any_legend_below ? kLegendLineDrop : 0);
   for (size_t i = 0; i < panels.size(); ++i) draw_panel(c, layouts[i], top, height, panels[i]);
   return c;

@@ -325,11 +325,11 @@ TEST_CASE("panels side by side keep their plot areas level when one legend takes
   PlotSeries dots{"heads", kPlotBlue, false, false, {{1, 1.0}, {2, 2.0}}};
   PlotSeries line{"mean", kPlotOrange, true, true, {{1, 1.5}, {2, 1.0}}};
   // The plot area's top is the first row of its left axis line, the first pixel of the axes'
-  // grey (110, 110, 110) in the panel's columns.
+  // grey in the panel's columns.
   auto frame_top = [](const Canvas& c, int x0, int x1) {
     for (int y = 0; y < c.height; ++y)
       for (int x = x0; x < x1; ++x)
-        if (c.get(x, y) == Color{110, 110, 110}) return y;
+        if (c.get(x, y) == kPlotAxis) return y;
     return -1;
   };
   const PlotPanel short_title{"loss", "x", 0, INFINITY, {dots, line}};

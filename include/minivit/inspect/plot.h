@@ -12,6 +12,7 @@ namespace minivit {
 
 constexpr Color kPlotBlue = {31, 119, 180};
 constexpr Color kPlotOrange = {230, 110, 0};
+constexpr Color kPlotAxis = {110, 110, 110};  // axis lines and tick marks
 
 // A series of points over whole-number x (epochs, layers): joined by lines with markers
 // when `connect`, else markers alone (a scatter).
