@@ -237,7 +237,7 @@ void draw_panel(Canvas& c, const PanelLayout& p, int top, int height, const Plot
   draw_series(c, area, panel.series);
   if (!p.axes.any) {
     const std::string msg = "no data";
-    c.draw_text((area.left + area.right) / 2 - text_width(msg, kFont) / 2,
+    c.draw_text((area.left + area.right) / 2 - label_width(msg) / 2,
                 (area.top + area.bottom) / 2 - kCap / 2, msg, kLabel, kFont);
   }
   draw_legend(c, area.right, title_y + (p.legend_below ? kLegendLineDrop : 0), panel.series);

@@ -3,6 +3,7 @@
 
 #include <stb/stb_image.h>  // the implementation is compiled elsewhere in the project
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -340,4 +341,30 @@ TEST_CASE("panels side by side keep their plot areas level when one legend takes
   CHECK(top_alone == 52);
   CHECK(frame_top(pair, 450, 900) > top_alone);
   CHECK(frame_top(pair, 0, 450) == frame_top(pair, 450, 900));
+}
+
+TEST_CASE("a panel without data says so in the middle of its plot area", "[plot]") {
+  const Canvas c = render_panels({{"loss", "x", 0, INFINITY, {}}}, 450, 400);
+  // The bottom axis line, the lowest row of the axes' grey, spans the plot area's columns.
+  int bottom = -1, left = -1, right = -1;
+  for (int y = 0; y < c.height; ++y)
+    for (int x = 0; x + 1 < c.width; ++x)
+      if (c.get(x, y) == kPlotAxis && c.get(x + 1, y) == kPlotAxis) bottom = y;
+  REQUIRE(bottom > 0);
+  for (int x = 0; x < c.width; ++x)
+    if (c.get(x, bottom) == kPlotAxis) {
+      if (left < 0) left = x;
+      right = x;
+    }
+  // The message is the only ink inside the frame other than the grid's light grey.
+  const Color white{255, 255, 255}, grid{228, 228, 228};
+  int ink_left = c.width, ink_right = -1;
+  for (int y = 60; y < bottom; ++y)
+    for (int x = left + 1; x < right; ++x)
+      if (!(c.get(x, y) == white) && !(c.get(x, y) == grid)) {
+        ink_left = std::min(ink_left, x);
+        ink_right = std::max(ink_right, x);
+      }
+  REQUIRE(ink_right > ink_left + 40);  // "no data" at 2x is about 80 pixels wide
+  CHECK(std::abs((ink_left + ink_right) - (left + right)) <= 2);
 }
