@@ -152,7 +152,6 @@ const BufferSpec<Act> kModelBuffers[] = {
     {"dln1", &Act::dln1, {B, T, D, one}, in_training},
     {"datt_out", &Act::datt_out, {B, T, D, one}, in_training},
     {"dqkv", &Act::dqkv, {B, T, D3, one}, in_training},
-    {"dfc2_in", &Act::dfc2_in, {B, T, M, one}, in_training},
     {"dgelu", &Act::dgelu, {B, T, M, one}, with_dropout},
     {"dfc1", &Act::dfc1, {B, T, M, one}, in_training},
     {"dpatch_proj", &Act::dpatch_proj, {B, N, D, one}, in_training},

@@ -54,7 +54,7 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
   d_out = at(d_out, TD);
   d_mid = at(d_mid, TD);
   d_in = at(d_in, TD);
-  float *dfc2_in = at(acts.dfc2_in, TM), *dfc1 = at(acts.dfc1, TM);
+  float* dfc1 = at(acts.dfc1, TM);
   float *dln2 = at(acts.dln, TD), *dln1 = at(acts.dln1, TD);
   float *datt_out = at(acts.datt_out, TD), *dqkv = at(acts.dqkv, 3 * TD);
 
@@ -72,9 +72,10 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
   if (p == 0.0f && slope_kept) {
     linear_backward_input_gelu(dfc1, dfc2_out, bw.fc2_w, fc1, BT, M, D, products);
   } else {
-    linear_backward_input(dfc2_in, dfc2_out, bw.fc2_w, BT, M, D, false, products);
-    const float* dgelu =
-        through_dropout(at(acts.dgelu, TM), dfc2_in, at(a.gelu_mask, TM), BTM, p);
+    // dfc1 holds the gradient at fc2's input until GELU's backward sets it in place, element
+    // by element: one (B, T, M) buffer fewer.
+    linear_backward_input(dfc1, dfc2_out, bw.fc2_w, BT, M, D, false, products);
+    const float* dgelu = through_dropout(at(acts.dgelu, TM), dfc1, at(a.gelu_mask, TM), BTM, p);
     if (slope_kept)
       gelu_backward_slope(dfc1, fc1, dgelu, BTM);
     else

@@ -145,9 +145,9 @@ struct Activations {
   float* dln1;        // (B, T, D) gradient of LN1's output
   float* datt_out;    // (B, T, D)
   float* dqkv;        // (B, T, 3D)
-  float* dfc2_in;     // (B, T, M)
   float* dgelu;       // (B, T, M) gradient of GELU's output before its dropout
-  float* dfc1;        // (B, T, M)
+  float* dfc1;        // (B, T, M); first the gradient at fc2's input where GELU's backward
+                      // is a pass of its own, which then sets it in place
   float* dpatch_proj; // (B, N, D)
   float* dpatches;    // (B, N, C') gradient at the conv stem's output (training with one)
   // The layers' own scratch.

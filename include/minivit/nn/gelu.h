@@ -18,7 +18,7 @@ void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t R, int
                        bool slope_in_pre = false, const uint8_t* rows_used = nullptr);
 
 // dinp += dout * gelu'(inp); with add_into false dinp is set instead, sparing the pass that
-// would clear it first (the same bits: the product plus zero).
+// would clear it first (the same bits: the product plus zero), and may be dout itself.
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n,
                    bool add_into = true);
 
