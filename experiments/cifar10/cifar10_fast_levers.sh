@@ -30,7 +30,8 @@ lsa_pd75_e110_u5_s1 lsa_pd75_e104_u8 lsa_pd75_e104_u8_s1 lsa_pd75_e121_u5_ev10
 lsa_pd75_e121_u5_ev10_s1 lsa_pd75_e110_u5_ema lsa_pd75_e110_u5_ema_s1
 lsa_pd75_e110_u5_ls01 lsa_pd75_e110_u5_ls01_s1 lsa_pd75_e110_u5_b099
 lsa_pd75_e110_u5_b099_s1 lsa_pd75_e110_u5_h2 lsa_pd75_e110_u5_h2_s1
-lsa_pd75_e110_u5_wd01 lsa_pd75_e110_u5_wd01_s1"}
+lsa_pd75_e110_u5_wd01 lsa_pd75_e110_u5_wd01_s1 lsa_pd75_e110_u5_wd002
+lsa_pd75_e110_u5_wd002_s1"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
 # configs/cifar10_fast.toml's recipe until a0ecfd3, pinned: the conv stem (32 and 64
@@ -137,6 +138,9 @@ sets_of() {
     # training batches 4-5 points above validation, and the decay costs nothing a step.
     lsa_pd75_e110_u5_wd01) echo "$(sets_of lsa_pd75_e110_u5) optim.weight_decay=0.1" ;;
     lsa_pd75_e110_u5_wd01_s1) echo "$(sets_of lsa_pd75_e110_u5_wd01) train.seed=1" ;;
+    # ... and at 0.02: the other direction, in case the decay holds back the fit.
+    lsa_pd75_e110_u5_wd002) echo "$(sets_of lsa_pd75_e110_u5) optim.weight_decay=0.02" ;;
+    lsa_pd75_e110_u5_wd002_s1) echo "$(sets_of lsa_pd75_e110_u5_wd002) train.seed=1" ;;
     *) echo "cifar10_fast_levers.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
