@@ -58,6 +58,39 @@ int count_color(const Decoded& d, Color color, int tol) {
   return n;
 }
 
+// The plot area's frame as the axes draw it in columns [x0, x1): the left axis is the
+// longest vertical run of the axes' grey, the bottom axis the longest horizontal one. Tick
+// marks are 5 pixels long, so one that meets an axis lengthens that axis's run beyond the
+// frame's corner but moves neither the corner nor the axis's other end.
+struct Frame {
+  int left = -1, top = -1, right = -1, bottom = -1;
+};
+
+Frame find_frame(const Canvas& c, int x0, int x1) {
+  Frame f;
+  int longest = 0;
+  for (int x = x0; x < x1; ++x)
+    for (int y = 0, run = 0; y < c.height; ++y) {
+      run = c.get(x, y) == kPlotAxis ? run + 1 : 0;
+      if (run > longest) {
+        longest = run;
+        f.left = x;
+        f.top = y - run + 1;
+      }
+    }
+  longest = 0;
+  for (int y = 0; y < c.height; ++y)
+    for (int x = x0, run = 0; x < x1; ++x) {
+      run = c.get(x, y) == kPlotAxis ? run + 1 : 0;
+      if (run > longest) {
+        longest = run;
+        f.right = x;
+        f.bottom = y;
+      }
+    }
+  return f;
+}
+
 std::vector<std::string> dir_listing(const std::filesystem::path& dir) {
   std::vector<std::string> names;
   for (const auto& e : std::filesystem::directory_iterator(dir))
@@ -325,45 +358,29 @@ TEST_CASE("panels side by side keep their plot areas level when one legend takes
           "[plot]") {
   PlotSeries dots{"heads", kPlotBlue, false, false, {{1, 1.0}, {2, 2.0}}};
   PlotSeries line{"mean", kPlotOrange, true, true, {{1, 1.5}, {2, 1.0}}};
-  // The plot area's top is the first row of its left axis line, the first pixel of the axes'
-  // grey in the panel's columns.
-  auto frame_top = [](const Canvas& c, int x0, int x1) {
-    for (int y = 0; y < c.height; ++y)
-      for (int x = x0; x < x1; ++x)
-        if (c.get(x, y) == kPlotAxis) return y;
-    return -1;
-  };
   const PlotPanel short_title{"loss", "x", 0, INFINITY, {dots, line}};
   const PlotPanel long_title{"distance, patches, a long one", "x", 0, INFINITY, {dots, line}};
   const Canvas alone = render_panels({short_title}, 450, 400);
   const Canvas pair = render_panels({short_title, long_title}, 900, 400);
-  const int top_alone = frame_top(alone, 0, 450);
+  const int top_alone = find_frame(alone, 0, 450).top;
   CHECK(top_alone == 52);
-  CHECK(frame_top(pair, 450, 900) > top_alone);
-  CHECK(frame_top(pair, 0, 450) == frame_top(pair, 450, 900));
+  CHECK(find_frame(pair, 450, 900).top > top_alone);
+  CHECK(find_frame(pair, 0, 450).top == find_frame(pair, 450, 900).top);
 }
 
 TEST_CASE("a panel without data says so in the middle of its plot area", "[plot]") {
   const Canvas c = render_panels({{"loss", "x", 0, INFINITY, {}}}, 450, 400);
-  // The bottom axis line, the lowest row of the axes' grey, spans the plot area's columns.
-  int bottom = -1, left = -1, right = -1;
-  for (int y = 0; y < c.height; ++y)
-    for (int x = 0; x + 1 < c.width; ++x)
-      if (c.get(x, y) == kPlotAxis && c.get(x + 1, y) == kPlotAxis) bottom = y;
-  REQUIRE(bottom > 0);
-  for (int x = 0; x < c.width; ++x)
-    if (c.get(x, bottom) == kPlotAxis) {
-      if (left < 0) left = x;
-      right = x;
-    }
+  const Frame f = find_frame(c, 0, c.width);
+  REQUIRE(f.bottom > f.top + 100);
+  REQUIRE(f.right > f.left + 100);
   // The message is the only dark ink inside the frame (the grid's lines are a light grey).
   int ink_left = c.width, ink_right = -1;
-  for (int y = 60; y < bottom; ++y)
-    for (int x = left + 1; x < right; ++x)
-      if (c.get(x, y)[0] < 128) {
+  for (int y = f.top + 1; y < f.bottom; ++y)
+    for (int x = f.left + 1; x < f.right; ++x)
+      if (is_dark(c, x, y)) {
         ink_left = std::min(ink_left, x);
         ink_right = std::max(ink_right, x);
       }
   REQUIRE(ink_right > ink_left + 40);  // "no data" at 2x is about 80 pixels wide
-  CHECK(std::abs((ink_left + ink_right) - (left + right)) <= 2);
+  CHECK(std::abs((ink_left + ink_right) - (f.left + f.right)) <= 2);
 }
