@@ -72,8 +72,7 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
   if (p == 0.0f && slope_kept) {
     linear_backward_input_gelu(dfc1, dfc2_out, bw.fc2_w, fc1, BT, M, D, products);
   } else {
-    // dfc1 first takes the gradient at fc2's input, which GELU's backward, element by
-    // element, then turns into its own in place.
+    // Without a dropout mask dgelu is dfc1 itself, which gelu.h allows as dout.
     linear_backward_input(dfc1, dfc2_out, bw.fc2_w, BT, M, D, false, products);
     const float* dgelu = through_dropout(at(acts.dgelu, TM), dfc1, at(a.gelu_mask, TM), BTM, p);
     if (slope_kept)
