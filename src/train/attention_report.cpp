@@ -75,6 +75,25 @@ void write_report_arrays_and_pictures(const std::string& d, const Explanation& e
   write_png(d + "thumb.png", render_thumbnail(seen, e.grad_rollout));
 }
 
+// index.html: the explorer page of one image, as `seen` shows it under `headline`.
+std::string explorer_html(const Explanation& e, const Image8& seen,
+                          const std::vector<std::string>& names, const std::string& headline,
+                          const ReportSettings& settings, const ReportImage& img) {
+  const ModelConfig& m = settings.config.model;
+  ExplorerPage page;
+  page.explanation = &e;
+  page.seen = &seen;
+  page.model = &m;
+  page.class_names = &names;
+  page.fusion = settings.fusion;
+  page.discard = settings.discard;
+  page.label = img.label_index;
+  page.title = headline;
+  page.source = source_text(img.source);
+  page.attention_form = std::string(config_name(m.attention));
+  return render_explorer_html(page);
+}
+
 }  // namespace
 
 GalleryItem write_attention_report(ViT& model, const ReportSettings& settings, ReportImage& img,
@@ -103,18 +122,7 @@ GalleryItem write_attention_report(ViT& model, const ReportSettings& settings, R
   std::string headline = strprintf("predicted %s (%.1f%%)", predicted.c_str(), 100.0 * probability);
   if (!img.label.empty()) headline += ", label " + img.label;
 
-  ExplorerPage page;
-  page.explanation = &e;
-  page.seen = &seen;
-  page.model = &m;
-  page.class_names = &names;
-  page.fusion = settings.fusion;
-  page.discard = settings.discard;
-  page.label = img.label_index;
-  page.title = headline;
-  page.source = source_text(img.source);
-  page.attention_form = std::string(config_name(m.attention));
-  const std::string html = render_explorer_html(page);
+  const std::string html = explorer_html(e, seen, names, headline, settings, img);
 
   ensure_writable_dir(dir);
   const std::string d = dir + "/";
