@@ -10,10 +10,12 @@ namespace minivit {
 MINIVIT_ISA_BEGIN
 
 // out (R, O) = inp (R, I) . W^T, from W^T where the caller keeps it (read in place), else
-// from W (packed by the kernels).
+// from W (packed by the kernels). OpenBLAS is always given W: it packs either operand anyway,
+// and where it picks its small-matrix kernels (its Cooperlake and SkylakeX ones) a row of W
+// and a column of W^T are summed in different orders, so the two would differ in bits.
 static void forward_product(float* out, const float* inp, LinearWeight weight, int R, int I,
                             int O, Products products, const GemmEpilogue& epilogue) {
-  if (weight.columns)
+  if (weight.columns && products.kernels != GemmKernels::openblas)
     gemm(false, false, R, O, I, 1.0f, inp, I, weight.columns, O, 0.0f, out, O, products,
          epilogue);
   else

@@ -37,17 +37,21 @@ TEST_CASE("a linear forward from the transposed weight gives the same bits as fr
           "[layers][linear]") {
   // Widths whose transposes the kernels read in place (multiples of 64) and widths they
   // still pack; 200 rows cross a block of rows; 130 inputs a block of k. The residual and
-  // GELU stores too, and bf16 products where this level has them.
-  for (const Precision precision : {Precision::fp32, Precision::bf16})
+  // GELU stores too, and bf16 products where this level has them. OpenBLAS too, which every
+  // level may be told to use, and whose small-matrix kernels sum the two orientations in
+  // different orders (1 x 64 x 128 on its Cooperlake kernels).
+  const Products openblas{GemmKernels::openblas, Precision::fp32};
+  for (const Products products : {level_products(Precision::fp32),
+                                  level_products(Precision::bf16), openblas})
     for (const auto [R, I, O] : {std::array{200, 64, 192}, std::array{37, 130, 64},
                                  std::array{9, 24, 40}, std::array{1, 64, 128}}) {
-      INFO("R " << R << " I " << I << " O " << O << " bf16 " << (precision == Precision::bf16));
+      INFO("R " << R << " I " << I << " O " << O << " kernels " << int(products.kernels)
+                << " bf16 " << (products.precision == Precision::bf16));
       const auto x = random_vector(R * I, 1.0f, 41), W = random_vector(O * I, 0.5f, 42);
       const auto b = random_vector(O, 0.5f, 43), residual = random_vector(R * O, 1.0f, 44);
       std::vector<float> Wt(size_t(I) * O);
       for (int o = 0; o < O; ++o)
         for (int i = 0; i < I; ++i) Wt[size_t(i) * O + o] = W[size_t(o) * I + i];
-      const Products products = level_products(precision);
       auto both = [&](auto&& forward) {
         std::vector<float> from_rows(size_t(R) * O * 2), from_columns(from_rows.size());
         forward(from_rows.data(), LinearWeight(W.data()));
