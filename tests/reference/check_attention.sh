@@ -30,6 +30,7 @@ if [[ -n "$checkpoint" ]] && (($#)); then
 fi
 
 if [[ -z "$checkpoint" ]]; then
+  few_images
   checkpoint=$(reference_checkpoint 2)
 fi
 

@@ -15,6 +15,7 @@ data=/usr/share/datasets/fashion-mnist
 source "$source_dir/tests/reference/common.sh"
 model_sets "$@"
 
+few_images
 checkpoint=$(reference_checkpoint 3)
 
 status=0

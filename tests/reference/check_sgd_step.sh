@@ -24,6 +24,7 @@ if (($#)) && [[ $1 != --set ]]; then
 fi
 source "$source_dir/tests/reference/common.sh"
 model_sets "$@"
+few_images
 batch=32
 lr=0.1
 

@@ -70,9 +70,18 @@ model_sets() {
   done
 }
 
+# few_images: the first 64 training and 16 test images of `data`, copied into $tmp/data,
+# which `data` names from then on. The checks compare on real images, but a run made for one
+# (its validation and test passes too) then reads a few of them, not 70,000.
+few_images() {
+  "$python" "$source_dir/tests/idx_head.py" "$data" "$tmp/data" 64 16
+  data=$tmp/data
+}
+
 # reference_checkpoint SEED: a minivit checkpoint holding the reference's initial weights of
-# the form in `sets`/`init_args` (call model_sets first), with minivit's metadata: `train
-# --init` for one step at a learning rate too small to move a float32 weight. Prints its path.
+# the form in `sets`/`init_args` (call model_sets and few_images first), with minivit's
+# metadata: `train --init` for one step at a learning rate too small to move a float32
+# weight. Prints its path.
 reference_checkpoint() {
   "${ref[@]}" init --seed "$1" "${init_args[@]}" --out "$tmp/w.safetensors" > /dev/null
   "$minivit" train --config "$source_dir/configs/fashion_mnist.toml" --init "$tmp/w.safetensors" \
