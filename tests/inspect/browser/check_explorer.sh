@@ -19,8 +19,10 @@ rm -rf "$out"
 mkdir -p "$out"
 # Real images, few enough that the run's validation and test passes and --stats over the
 # test split take moments, under the sanitizers too.
-/usr/bin/python3 "$source_dir/tests/idx_head.py" /usr/share/datasets/fashion-mnist "$out/data" 352 64
-"$minivit" train --config "$source_dir/configs/fashion_mnist.toml" --set data.path="$out/data" "$@" \
+/usr/bin/python3 "$source_dir/tests/idx_head.py" /usr/share/datasets/fashion-mnist "$out/data" \
+  352 64
+"$minivit" train --config "$source_dir/configs/fashion_mnist.toml" --set data.path="$out/data" \
+  "$@" \
   --set train.max_steps=10 --set train.threads=1 --set train.batch_size=32 \
   --out "$out/run" > "$out/train.log" 2>&1 || { cat "$out/train.log"; exit 1; }
 "$minivit" attention --checkpoint "$out/run/last.safetensors" --count 5 --stats \
