@@ -55,7 +55,7 @@ void stem_forward_chunk(const ViT& model, Activations& acts, const float* images
     const StemActivations& a = acts.stem[size_t(s)];
     const StemParams& w = model.w.stem[size_t(s)];
     const bool last = s + 1 == stages;
-    const LinearWeight weight{w.weight, a.weight_t};
+    const LinearWeight weight{w.weight, acts.weight_columns(a.weight_t)};
     float* cols = at(a.cols, int64_t(shape.R) * shape.I);
     float* out = last ? at(acts.patches, int64_t(shape.R) * shape.O)
                       : at(a.out, int64_t(shape.R) * shape.O);

@@ -45,6 +45,7 @@ void transpose_into(float* dst, const float* src, int rows, int cols) {
 }  // namespace
 
 void make_forward_weights(const ViT& model, Activations& acts) {
+  if (!acts.reads_weight_transposes()) return;
   const ModelConfig& c = model.config;
   const ViTParams& w = model.w;
   const int stages = c.stem_stages(), D = c.dim, M = c.mlp_dim;

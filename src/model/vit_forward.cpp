@@ -82,7 +82,7 @@ static void embed_forward_chunk(const ViT& model, Activations& acts, const float
   // Behind a conv stem, the last stage and the projection run on the kept patches alone; the
   // dropped patches' rows of patch_proj are zero, and patch_drop_forward leaves them out.
   const bool stem = c.patch_embed == PatchEmbedKind::conv;
-  const LinearWeight patch_w{w.patch_w, acts.patch_w_t};
+  const LinearWeight patch_w{w.patch_w, acts.weight_columns(acts.patch_w_t)};
   // A training forward leaves GELU's slope in place of its input, which is all backward
   // needs; an evaluation forward (validation's, the gradient rollout's) spares the exp.
   if (stem)
@@ -133,11 +133,14 @@ static void block_forward_rows(const ViT& model, Activations& acts, int l, int b
   float *resid_mid = at(a.resid_mid, TD), *ln2 = at(a.ln2, TD);
   float *fc1 = at(a.fc1, TM), *fc2_in = at(a.fc2_in, TM);
   auto key = [&](DropoutSite site) { return rng_key(dropout_key, uint64_t(l), site); };
+  auto weight = [&](const float* rows, const float* transposed) {
+    return LinearWeight{rows, acts.weight_columns(transposed)};
+  };
 
   // x_mid = x + drop(proj(attn(LN1(x))))
   layernorm_forward(ln1, at(a.ln1_mean, T), at(a.ln1_rstd, T), x, bw.norm1_w, bw.norm1_b, BT,
                     D);
-  linear_forward(qkv, ln1, {bw.qkv_w, a.qkv_w_t}, bw.qkv_b, BT, D, 3 * D, products);
+  linear_forward(qkv, ln1, weight(bw.qkv_w, a.qkv_w_t), bw.qkv_b, BT, D, 3 * D, products);
   {
     AttentionTimer timer(acts.profile);
     const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
@@ -159,20 +162,18 @@ static void block_forward_rows(const ViT& model, Activations& acts, int l, int b
       drop_path_forward(branch, path_scale, n, TD, p_block, key(path_site), first);
     residual_add(out, residual, branch, BT, D);
   };
-  residual_branch(resid_mid, x, att_out, {bw.proj_w, a.proj_w_t}, bw.proj_b, D,
-                  at(a.proj_mask, TD),
-                  kSiteProj, at(a.path_scale_att, 1), kSitePathAtt);
+  residual_branch(resid_mid, x, att_out, weight(bw.proj_w, a.proj_w_t), bw.proj_b, D,
+                  at(a.proj_mask, TD), kSiteProj, at(a.path_scale_att, 1), kSitePathAtt);
 
   // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
   layernorm_forward(ln2, at(a.ln2_mean, T), at(a.ln2_rstd, T), resid_mid, bw.norm2_w,
                     bw.norm2_b, BT, D);
-  linear_gelu_forward(fc1, fc2_in, ln2, {bw.fc1_w, a.fc1_w_t}, bw.fc1_b, BT, D, M, products,
-                      training);
+  linear_gelu_forward(fc1, fc2_in, ln2, weight(bw.fc1_w, a.fc1_w_t), bw.fc1_b, BT, D, M,
+                      products, training);
   dropout_forward(fc2_in, at(a.gelu_mask, TM), fc2_in, int64_t(BT) * M, p, key(kSiteGelu),
                   first_tm);
-  residual_branch(x_next, resid_mid, fc2_in, {bw.fc2_w, a.fc2_w_t}, bw.fc2_b, M,
-                  at(a.fc2_mask, TD),
-                  kSiteFc2, at(a.path_scale_mlp, 1), kSitePathMlp);
+  residual_branch(x_next, resid_mid, fc2_in, weight(bw.fc2_w, a.fc2_w_t), bw.fc2_b, M,
+                  at(a.fc2_mask, TD), kSiteFc2, at(a.path_scale_mlp, 1), kSitePathMlp);
 }
 
 // The logits of images [b0, b0 + n) from the last block's output.

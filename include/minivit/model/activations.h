@@ -173,6 +173,14 @@ struct Activations {
             training ? compute.effective_precision(block_products) : Precision::fp32};
   }
 
+  // Whether forwards multiply by the *_w_t transposes: OpenBLAS's products take the weights
+  // as stored (nn/linear.h), so under them no transposes are made.
+  bool reads_weight_transposes() const { return compute.kernels != GemmKernels::openblas; }
+  // A linear weight's transpose as the forward's products read it, or null under OpenBLAS.
+  const float* weight_columns(const float* transposed) const {
+    return reads_weight_transposes() ? transposed : nullptr;
+  }
+
   // The model weights (ViT::weights.data()) whose transposes the *_w_t buffers hold until
   // release_forward_weights, or null while each forward makes them anew (vit.h).
   const float* forward_weights_held = nullptr;

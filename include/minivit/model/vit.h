@@ -76,13 +76,15 @@ MINIVIT_ISA_END
 // Forward weights. vit_forward's products read the linear layers' weights transposed, (I, O),
 // as they lie in acts (its *_w_t buffers): packing the (O, I) rows into columns instead
 // costs each product again for every chunk of the batch, and for one image about a tenth of
-// the forward. A forward makes them from the model's weights once, unless they are held:
-// hold_forward_weights makes them and marks them as the model's, and evaluation forwards of
-// that model on `acts` read them as they are until release_forward_weights. Hold them only
-// over weights that nothing changes meanwhile (a loaded model's predictions, one pass over a
-// split): a forward would compute with the old ones. Training forwards make them anew
-// whatever is held. hold_forward_weights throws minivit::Error unless `acts` was built for
-// the model's shapes; make_forward_weights assumes it (vit_forward checks it first).
+// the forward. Under OpenBLAS's products, which take the weights as stored, none are made
+// (Activations::reads_weight_transposes). A forward makes them from the model's weights once,
+// unless they are held: hold_forward_weights makes them and marks them as the model's, and
+// evaluation forwards of that model on `acts` read them as they are until
+// release_forward_weights. Hold them only over weights that nothing changes meanwhile (a
+// loaded model's predictions, one pass over a split): a forward would compute with the old
+// ones. Training forwards make them anew whatever is held. hold_forward_weights throws
+// minivit::Error unless `acts` was built for the model's shapes; make_forward_weights assumes
+// it (vit_forward checks it first).
 void hold_forward_weights(const ViT& model, Activations& acts);
 void release_forward_weights(Activations& acts);
 
