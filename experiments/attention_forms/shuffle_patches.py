@@ -4,23 +4,21 @@ write DATA OUT N: the first N test images of the IDX set in DATA as OUT/original
   with their 4x4 patches permuted, OUT/shuffled/*.pgm; their labels in OUT/labels.txt.
 compare OUT FORM: how the predictions of OUT/FORM_original.json and OUT/FORM_shuffled.json
   differ."""
-import gzip
 import json
 import os
 import struct
 import sys
 
+sys.dont_write_bytecode = True  # the test tree is read, never written
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "reference"))
+from idx_files import find_idx, read_idx_bytes  # noqa: E402
+
 GRID, PATCH, SIZE = 7, 4, 28
 
 
 def read_idx(directory, stem):
-    for name in (stem, stem + ".gz"):
-        path = os.path.join(directory, name)
-        if os.path.exists(path):
-            opener = gzip.open if name.endswith(".gz") else open
-            with opener(path, "rb") as f:
-                return f.read()
-    sys.exit(f"shuffle_patches.py: no {stem}[.gz] in {directory}")
+    return read_idx_bytes(find_idx(directory, stem))
 
 
 def permutation():

@@ -74,7 +74,7 @@ model_sets() {
 # which `data` names from then on. The checks compare on real images, but a run made for one
 # (its validation and test passes too) then reads a few of them, not 70,000.
 few_images() {
-  "$python" "$source_dir/tests/idx_head.py" "$data" "$tmp/data" 64 16
+  "$python" "$source_dir/tests/reference/idx_head.py" "$data" "$tmp/data" 64 16
   data=$tmp/data
 }
 

@@ -1,6 +1,5 @@
 """Files the PyTorch reference reads and writes, owned here: safetensors (the package is not
 installed, and the format is simple enough to own) and Fashion-MNIST's IDX files."""
-import gzip
 import json
 import os
 import struct
@@ -10,6 +9,8 @@ from collections import OrderedDict
 
 import numpy as np
 import torch
+
+from idx_files import find_idx, read_idx_bytes
 
 _ST_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8"), "F16": np.dtype("<f2")}
 
@@ -98,10 +99,7 @@ def read_safetensors(path):
 
 def read_idx(path):
     """Parses an IDX file (gzip or raw): big-endian magic 0x0000TTNN, NN dims, then data."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
+    raw = read_idx_bytes(path)
     zero, dtype_code, ndim = struct.unpack(">HBB", raw[:4])
     if zero != 0 or dtype_code != 0x08:
         raise SystemExit("error: %s: not an unsigned-byte IDX file" % path)
@@ -110,14 +108,6 @@ def read_idx(path):
     if data.size != int(np.prod(dims)):
         raise SystemExit("error: %s: %d bytes of data, dims %s" % (path, data.size, dims))
     return data.reshape(dims)
-
-
-def find_idx(directory, stem):
-    for name in (stem + ".gz", stem):
-        p = os.path.join(directory, name)
-        if os.path.exists(p):
-            return p
-    raise SystemExit("error: %s: no %s[.gz]" % (directory, stem))
 
 
 def parse_floats(text):

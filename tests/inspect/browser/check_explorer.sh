@@ -19,7 +19,7 @@ rm -rf "$out"
 mkdir -p "$out"
 # Real images, few enough that the run's validation and test passes and --stats over the
 # test split take moments, under the sanitizers too.
-/usr/bin/python3 "$source_dir/tests/idx_head.py" /usr/share/datasets/fashion-mnist "$out/data" \
+/usr/bin/python3 "$source_dir/tests/reference/idx_head.py" /usr/share/datasets/fashion-mnist "$out/data" \
   352 64
 "$minivit" train --config "$source_dir/configs/fashion_mnist.toml" --set data.path="$out/data" \
   "$@" \

@@ -6,19 +6,12 @@ evaluates a few images, not 70,000. Pure Python.
 
 usage: idx_head.py DATA_DIR OUT_DIR N_TRAIN N_TEST
 """
-import gzip
 import os
 import struct
 import sys
 
-
-def read(directory, stem):
-    for name, opener in ((stem, open), (stem + ".gz", gzip.open)):
-        path = os.path.join(directory, name)
-        if os.path.exists(path):
-            with opener(path, "rb") as f:
-                return f.read()
-    sys.exit("idx_head.py: %s: no %s[.gz]" % (directory, stem))
+sys.dont_write_bytecode = True  # the test tree is read, never written
+from idx_files import find_idx, read_idx_bytes  # noqa: E402
 
 
 def head(raw, n, stem):
@@ -42,7 +35,7 @@ def main():
     for split, n in (("train", n_train), ("t10k", n_test)):
         for stem in (split + "-images-idx3-ubyte", split + "-labels-idx1-ubyte"):
             with open(os.path.join(out, stem), "wb") as f:
-                f.write(head(read(data, stem), n, stem))
+                f.write(head(read_idx_bytes(find_idx(data, stem)), n, stem))
 
 
 if __name__ == "__main__":
