@@ -370,8 +370,11 @@ void for_each_head(int BH, int T, int Dh, float* scratch, int slots, PerHead&& p
     return w;
   };
   // Inside a parallel region (a chunk of the batch, vit.cpp) the calling thread runs every
-  // pair in its own slot: the region's threads number at most `slots`.
-  if (omp_in_parallel()) {
+  // pair in its own slot: the region's threads number at most `slots`. So does a lone
+  // thread, without a region of its own (one costs about a microsecond even for a team of
+  // one, and an image's forward on one thread opens one a block).
+  const int threads = std::max(1, std::min(omp_get_max_threads(), slots));
+  if (omp_in_parallel() || threads == 1) {
     const int slot = omp_get_thread_num();
     if (slot >= slots) throw_scratch_slots(slot, slots);
     auto run_here = [&](auto kDh) {
@@ -380,7 +383,6 @@ void for_each_head(int BH, int T, int Dh, float* scratch, int slots, PerHead&& p
     };
     return dispatch_head_size(Dh, run_here);
   }
-  const int threads = std::max(1, std::min(omp_get_max_threads(), slots));
   auto run = [&](auto kDh) {
 #pragma omp parallel num_threads(threads)
     {
