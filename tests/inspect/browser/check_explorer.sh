@@ -19,8 +19,8 @@ rm -rf "$out"
 mkdir -p "$out"
 # Real images, few enough that the run's validation and test passes and --stats over the
 # test split take moments, under the sanitizers too.
-/usr/bin/python3 "$source_dir/tests/reference/idx_head.py" /usr/share/datasets/fashion-mnist "$out/data" \
-  352 64
+/usr/bin/python3 "$source_dir/tests/reference/idx_head.py" /usr/share/datasets/fashion-mnist \
+  "$out/data" 352 64
 "$minivit" train --config "$source_dir/configs/fashion_mnist.toml" --set data.path="$out/data" \
   "$@" \
   --set train.max_steps=10 --set train.threads=1 --set train.batch_size=32 \
