@@ -9,13 +9,11 @@
 namespace minivit {
 MINIVIT_ISA_BEGIN
 
-// out (R, O) = inp (R, I) . W^T, from W^T where the caller keeps it (read in place), else
-// from W (packed by the kernels). OpenBLAS is always given W: it packs either operand anyway,
-// and where it picks its small-matrix kernels (its Cooperlake and SkylakeX ones) a row of W
-// and a column of W^T are summed in different orders, so the two would differ in bits.
+// out (R, O) = inp (R, I) . W^T, from W^T where the caller keeps it and the kernels read it
+// (read in place), else from W (packed by the kernels).
 static void forward_product(float* out, const float* inp, LinearWeight weight, int R, int I,
                             int O, Products products, const GemmEpilogue& epilogue) {
-  if (weight.columns && products.kernels != GemmKernels::openblas)
+  if (weight.columns && reads_weight_columns(products.kernels))
     gemm(false, false, R, O, I, 1.0f, inp, I, weight.columns, O, 0.0f, out, O, products,
          epilogue);
   else

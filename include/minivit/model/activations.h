@@ -14,6 +14,7 @@
 #include "minivit/core/config.h"
 #include "minivit/core/tensor.h"
 #include "minivit/kernels/compute.h"
+#include "minivit/nn/linear.h"  // reads_weight_columns
 
 namespace minivit {
 
@@ -173,9 +174,9 @@ struct Activations {
             training ? compute.effective_precision(block_products) : Precision::fp32};
   }
 
-  // Whether forwards multiply by the *_w_t transposes: OpenBLAS's products take the weights
-  // as stored (nn/linear.h), so under them no transposes are made.
-  bool reads_weight_transposes() const { return compute.kernels != GemmKernels::openblas; }
+  // Whether forwards multiply by the *_w_t transposes; where the kernels do not read them
+  // (nn/linear.h), none are made.
+  bool reads_weight_transposes() const { return reads_weight_columns(compute.kernels); }
   // A linear weight's transpose as the forward's products read it, or null under OpenBLAS.
   const float* weight_columns(const float* transposed) const {
     return reads_weight_transposes() ? transposed : nullptr;

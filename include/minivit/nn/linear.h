@@ -24,6 +24,12 @@ struct LinearWeight {
 
 MINIVIT_ISA_BEGIN
 
+// Whether a forward's products by these kernels read a weight's columns where it has them.
+// OpenBLAS's never do: it packs either operand anyway, and where it picks its small-matrix
+// kernels (its Cooperlake and SkylakeX ones) a row of W and a column of W^T are summed in
+// different orders, so the two would differ in bits.
+inline bool reads_weight_columns(GemmKernels kernels) { return kernels != GemmKernels::openblas; }
+
 void linear_forward(float* out, const float* inp, LinearWeight weight, const float* bias, int R,
                     int I, int O, Products products);
 
