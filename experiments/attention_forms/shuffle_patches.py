@@ -17,10 +17,6 @@ from idx_files import find_idx, read_idx_bytes  # noqa: E402
 GRID, PATCH, SIZE = 7, 4, 28
 
 
-def read_idx(directory, stem):
-    return read_idx_bytes(find_idx(directory, stem))
-
-
 def permutation():
     """One fixed permutation of the 7x7 patch grid (the one the C++ test uses)."""
     order = list(range(GRID * GRID))
@@ -31,8 +27,8 @@ def permutation():
 
 
 def write(directory, out, count):
-    images = read_idx(directory, "t10k-images-idx3-ubyte")[16:]
-    labels = read_idx(directory, "t10k-labels-idx1-ubyte")[8:]
+    images = read_idx_bytes(find_idx(directory, "t10k-images-idx3-ubyte"))[16:]
+    labels = read_idx_bytes(find_idx(directory, "t10k-labels-idx1-ubyte"))[8:]
     order = permutation()
     for kind in ("original", "shuffled"):
         os.makedirs(os.path.join(out, kind), exist_ok=True)
