@@ -32,7 +32,9 @@ lsa_pd75_e110_u5_ls01 lsa_pd75_e110_u5_ls01_s1 lsa_pd75_e110_u5_b099
 lsa_pd75_e110_u5_b099_s1 lsa_pd75_e110_u5_h2 lsa_pd75_e110_u5_h2_s1
 lsa_pd75_e110_u5_wd01 lsa_pd75_e110_u5_wd01_s1 lsa_pd75_e110_u5_wd002
 lsa_pd75_e110_u5_wd002_s1 lsa_pd81_e130_u5 lsa_pd81_e130_u5_s1 lsa_pd75_e110_u5_cp2
-lsa_pd75_e110_u5_cp2_s1 lsa_pd75_e110_u5_cp1 lsa_pd75_e110_u5_cp1_s1"}
+lsa_pd75_e110_u5_cp2_s1 lsa_pd75_e110_u5_cp1 lsa_pd75_e110_u5_cp1_s1
+lsa_pd75_e110_u5_cp0 lsa_pd75_e110_u5_cp0_s1 lsa_pd75_e110_u5_cp1_seq
+lsa_pd75_e110_u5_cp1_seq_s1 lsa_pd75_e110_u5_cp1_seq_lr3e3 lsa_pd75_e110_u5_cp1_seq_lr3e3_s1"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
 # configs/cifar10_fast.toml's recipe until a0ecfd3, pinned: the conv stem (32 and 64
@@ -155,6 +157,17 @@ sets_of() {
     # ... and by 1 pixel.
     lsa_pd75_e110_u5_cp1) echo "$(sets_of lsa_pd75_e110_u5) data.crop_padding=1" ;;
     lsa_pd75_e110_u5_cp1_s1) echo "$(sets_of lsa_pd75_e110_u5_cp1) train.seed=1" ;;
+    # ... and no crops at all: flips only.
+    lsa_pd75_e110_u5_cp0) echo "$(sets_of lsa_pd75_e110_u5) data.crop_padding=0" ;;
+    lsa_pd75_e110_u5_cp0_s1) echo "$(sets_of lsa_pd75_e110_u5_cp0) train.seed=1" ;;
+    # The config's recipe (crops padded by 1) with sequence pooling (CCT's attention-weighted
+    # mean of the tokens) instead of the plain mean; one D x 1 product more a step.
+    lsa_pd75_e110_u5_cp1_seq) echo "$(sets_of lsa_pd75_e110_u5_cp1) model.pool=seq" ;;
+    lsa_pd75_e110_u5_cp1_seq_s1) echo "$(sets_of lsa_pd75_e110_u5_cp1_seq) train.seed=1" ;;
+    # ... and the peak learning rate at 3e-3 instead of 2e-3.
+    lsa_pd75_e110_u5_cp1_seq_lr3e3) echo "$(sets_of lsa_pd75_e110_u5_cp1_seq) optim.lr=3e-3" ;;
+    lsa_pd75_e110_u5_cp1_seq_lr3e3_s1)
+      echo "$(sets_of lsa_pd75_e110_u5_cp1_seq_lr3e3) train.seed=1" ;;
     *) echo "cifar10_fast_levers.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
