@@ -34,7 +34,8 @@ lsa_pd75_e110_u5_wd01 lsa_pd75_e110_u5_wd01_s1 lsa_pd75_e110_u5_wd002
 lsa_pd75_e110_u5_wd002_s1 lsa_pd81_e130_u5 lsa_pd81_e130_u5_s1 lsa_pd75_e110_u5_cp2
 lsa_pd75_e110_u5_cp2_s1 lsa_pd75_e110_u5_cp1 lsa_pd75_e110_u5_cp1_s1
 lsa_pd75_e110_u5_cp0 lsa_pd75_e110_u5_cp0_s1 lsa_pd75_e110_u5_cp1_seq
-lsa_pd75_e110_u5_cp1_seq_s1 lsa_pd75_e110_u5_cp1_seq_lr3e3 lsa_pd75_e110_u5_cp1_seq_lr3e3_s1"}
+lsa_pd75_e110_u5_cp1_seq_s1 lsa_pd75_e110_u5_cp1_seq_lr3e3 lsa_pd75_e110_u5_cp1_seq_lr3e3_s1
+lsa_pd75_e110_u5_cp1_seq_ls01 lsa_pd75_e110_u5_cp1_seq_ls01_s1"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
 # configs/cifar10_fast.toml's recipe until a0ecfd3, pinned: the conv stem (32 and 64
@@ -168,6 +169,11 @@ sets_of() {
     lsa_pd75_e110_u5_cp1_seq_lr3e3) echo "$(sets_of lsa_pd75_e110_u5_cp1_seq) optim.lr=3e-3" ;;
     lsa_pd75_e110_u5_cp1_seq_lr3e3_s1)
       echo "$(sets_of lsa_pd75_e110_u5_cp1_seq_lr3e3) train.seed=1" ;;
+    # ... or label smoothing 0.1 (CCT's recipes pair it with sequence pooling).
+    lsa_pd75_e110_u5_cp1_seq_ls01)
+      echo "$(sets_of lsa_pd75_e110_u5_cp1_seq) optim.label_smoothing=0.1" ;;
+    lsa_pd75_e110_u5_cp1_seq_ls01_s1)
+      echo "$(sets_of lsa_pd75_e110_u5_cp1_seq_ls01) train.seed=1" ;;
     *) echo "cifar10_fast_levers.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
