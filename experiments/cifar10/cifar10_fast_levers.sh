@@ -87,93 +87,72 @@ sets_of() {
     # and 0.84x on every patch.
     lsa_stem48_e62) echo "train.precision=bf16 train.epochs=62 train.unmasked_epochs=5" \
       "model.attention=lsa model.stem_channels=48" ;;
-    lsa_stem48_e62_s1) echo "$(sets_of lsa_stem48_e62) train.seed=1" ;;
     lsa_stem64_e54) echo "train.precision=bf16 train.epochs=54 train.unmasked_epochs=5" \
       "model.attention=lsa model.stem_channels=64" ;;
-    lsa_stem64_e54_s1) echo "$(sets_of lsa_stem64_e54) train.seed=1" ;;
     # ... with three quarters of the patches dropped (16 of 64 kept) for 102 epochs, then 8
     # on every patch: bench on the Zen 5 gave 11508-11700 img/s against 6493-6517 with half
     # dropped, the every-patch steps unchanged.
     lsa_pd75_e110) echo "train.precision=bf16 train.epochs=110 train.unmasked_epochs=8" \
       "model.attention=lsa model.patch_drop=0.75" ;;
-    lsa_pd75_e110_s1) echo "$(sets_of lsa_pd75_e110) train.seed=1" ;;
     # ... for 97 epochs, the last 8 on every patch: what fits ten minutes of the same CPU, where
     # lsa_pd75_e110's recipe took 10 min 36 s.
     lsa_pd75_e97) echo "$(sets_of lsa_pd75_e110) train.epochs=97" ;;
-    lsa_pd75_e97_s1) echo "$(sets_of lsa_pd75_e97) train.seed=1" ;;
     # ... for 110 epochs with only the last 3 on every patch: validation rose most in the first
     # epoch of lsa_pd75_e110's tail, and 5 fewer every-patch epochs buy the 13 dropped-patch
     # ones that lsa_pd75_e97 gave up.
     lsa_pd75_e110_u3) echo "$(sets_of lsa_pd75_e110) train.unmasked_epochs=3" ;;
-    lsa_pd75_e110_u3_s1) echo "$(sets_of lsa_pd75_e110_u3) train.seed=1" ;;
     # ... with the last 5 on every patch: 2 more every-patch epochs in place of dropped ones;
     # configs/cifar10_fast.toml's recipe from 2026-11-29.
     lsa_pd75_e110_u5) echo "$(sets_of lsa_pd75_e110) train.unmasked_epochs=5" ;;
-    lsa_pd75_e110_u5_s1) echo "$(sets_of lsa_pd75_e110_u5) train.seed=1" ;;
     # ... for 104 epochs with the last 8 on every patch: by the timed runs of lsa_pd75_e110_u5
     # (4.91 s a dropped-patch epoch, 14.86 s an every-patch one), the same time.
     lsa_pd75_e104_u8) echo "$(sets_of lsa_pd75_e110) train.epochs=104" ;;
-    lsa_pd75_e104_u8_s1) echo "$(sets_of lsa_pd75_e104_u8) train.seed=1" ;;
     # ... validating every 10 epochs instead of every epoch (the last is always validated),
     # and the 0.5 s an epoch that buys spent on 11 more epochs: by the config's timed runs
     # (4.91 s a dropped-patch epoch and 14.86 s an every-patch one, validation included),
     # 116 x 4.46 + 5 x 14.41 s, the config's time.
     lsa_pd75_e121_u5_ev10) echo "$(sets_of lsa_pd75_e110_u5) train.epochs=121 train.eval_every=10" ;;
-    lsa_pd75_e121_u5_ev10_s1) echo "$(sets_of lsa_pd75_e121_u5_ev10) train.seed=1" ;;
     # ... keeping the weights' moving average (decay 0.9995, about 2000 steps: the every-patch
     # tail is 1760), both validated every 5 epochs, which costs less validation than the
     # config's every epoch. The weights are the config's, bit for bit; the average is the lever.
     lsa_pd75_e110_u5_ema) echo "$(sets_of lsa_pd75_e110_u5) optim.ema_decay=0.9995 train.eval_every=5" ;;
-    lsa_pd75_e110_u5_ema_s1) echo "$(sets_of lsa_pd75_e110_u5_ema) train.seed=1" ;;
     # ... with label smoothing 0.1 (CCT's and DeiT's), which costs nothing a step.
     lsa_pd75_e110_u5_ls01) echo "$(sets_of lsa_pd75_e110_u5) optim.label_smoothing=0.1" ;;
-    lsa_pd75_e110_u5_ls01_s1) echo "$(sets_of lsa_pd75_e110_u5_ls01) train.seed=1" ;;
     # ... with AdamW's second-moment decay at 0.99 instead of 0.999: the moments follow the
     # last hundred steps rather than the last thousand, which costs nothing a step.
     lsa_pd75_e110_u5_b099) echo "$(sets_of lsa_pd75_e110_u5) optim.beta2=0.99" ;;
-    lsa_pd75_e110_u5_b099_s1) echo "$(sets_of lsa_pd75_e110_u5_b099) train.seed=1" ;;
     # ... with 2 heads of width 32 instead of 4 of 16 (CCT-2's and CCT-4's heads are 64 wide):
     # the same products and half the softmax work, which bench on the Zen 5 could not tell
     # apart from the config's step (heads 2 / 4 alternating: 10167 and 9576 against 10327
     # and 8545 img/s dropping patches), so the same 110 epochs.
     lsa_pd75_e110_u5_h2) echo "$(sets_of lsa_pd75_e110_u5) model.heads=2" ;;
-    lsa_pd75_e110_u5_h2_s1) echo "$(sets_of lsa_pd75_e110_u5_h2) train.seed=1" ;;
     # ... with AdamW's weight decay at 0.1 instead of 0.05: the runs above fit their augmented
     # training batches 4-5 points above validation, and the decay costs nothing a step.
     lsa_pd75_e110_u5_wd01) echo "$(sets_of lsa_pd75_e110_u5) optim.weight_decay=0.1" ;;
-    lsa_pd75_e110_u5_wd01_s1) echo "$(sets_of lsa_pd75_e110_u5_wd01) train.seed=1" ;;
     # ... and at 0.02: the other direction, in case the decay holds back the fit.
     lsa_pd75_e110_u5_wd002) echo "$(sets_of lsa_pd75_e110_u5) optim.weight_decay=0.02" ;;
-    lsa_pd75_e110_u5_wd002_s1) echo "$(sets_of lsa_pd75_e110_u5_wd002) train.seed=1" ;;
     # ... with 13 of 16 patches dropped (12 of 64 kept) for 125 epochs, then 5 on every patch:
     # bench on this Xeon, one thread, gave 3636 img/s against 2884 and 3071 for the config's
     # 16 kept (1.22x), so with the config's 0.5 s of validation an epoch, 130 epochs take
     # the config's time.
     lsa_pd81_e130_u5) echo "$(sets_of lsa_pd75_e110_u5) model.patch_drop=0.8125 train.epochs=130" ;;
-    lsa_pd81_e130_u5_s1) echo "$(sets_of lsa_pd81_e130_u5) train.seed=1" ;;
     # ... with crops padded by 2 pixels instead of 4: a lighter shift, so that the short run
     # fits its training images sooner; it costs nothing a step.
     lsa_pd75_e110_u5_cp2) echo "$(sets_of lsa_pd75_e110_u5) data.crop_padding=2" ;;
-    lsa_pd75_e110_u5_cp2_s1) echo "$(sets_of lsa_pd75_e110_u5_cp2) train.seed=1" ;;
     # ... and by 1 pixel.
     lsa_pd75_e110_u5_cp1) echo "$(sets_of lsa_pd75_e110_u5) data.crop_padding=1" ;;
-    lsa_pd75_e110_u5_cp1_s1) echo "$(sets_of lsa_pd75_e110_u5_cp1) train.seed=1" ;;
     # ... and no crops at all: flips only.
     lsa_pd75_e110_u5_cp0) echo "$(sets_of lsa_pd75_e110_u5) data.crop_padding=0" ;;
-    lsa_pd75_e110_u5_cp0_s1) echo "$(sets_of lsa_pd75_e110_u5_cp0) train.seed=1" ;;
     # The config's recipe (crops padded by 1) with sequence pooling (CCT's attention-weighted
     # mean of the tokens) instead of the plain mean; one D x 1 product more a step.
     lsa_pd75_e110_u5_cp1_seq) echo "$(sets_of lsa_pd75_e110_u5_cp1) model.pool=seq" ;;
-    lsa_pd75_e110_u5_cp1_seq_s1) echo "$(sets_of lsa_pd75_e110_u5_cp1_seq) train.seed=1" ;;
     # ... and the peak learning rate at 3e-3 instead of 2e-3.
     lsa_pd75_e110_u5_cp1_seq_lr3e3) echo "$(sets_of lsa_pd75_e110_u5_cp1_seq) optim.lr=3e-3" ;;
-    lsa_pd75_e110_u5_cp1_seq_lr3e3_s1)
-      echo "$(sets_of lsa_pd75_e110_u5_cp1_seq_lr3e3) train.seed=1" ;;
     # ... or label smoothing 0.1 (CCT's recipes pair it with sequence pooling).
     lsa_pd75_e110_u5_cp1_seq_ls01)
       echo "$(sets_of lsa_pd75_e110_u5_cp1_seq) optim.label_smoothing=0.1" ;;
-    lsa_pd75_e110_u5_cp1_seq_ls01_s1)
-      echo "$(sets_of lsa_pd75_e110_u5_cp1_seq_ls01) train.seed=1" ;;
+    # Every variant's seed-1 twin: its recipe from seed 1.
+    *_s1) local base; base=$(sets_of "${1%_s1}") || exit 2; echo "$base train.seed=1" ;;
     *) echo "cifar10_fast_levers.sh: unknown variant '$1'" >&2; exit 2 ;;
   esac
 }
