@@ -38,23 +38,12 @@ lsa_pd75_e110_u5_cp1_seq_s1 lsa_pd75_e110_u5_cp1_seq_lr3e3 lsa_pd75_e110_u5_cp1_
 lsa_pd75_e110_u5_cp1_seq_ls01 lsa_pd75_e110_u5_cp1_seq_ls01_s1"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
-# configs/cifar10_fast.toml's recipe until a0ecfd3, pinned: the conv stem (32 and 64
-# channels) into 64 tokens of width 64, 4 blocks, 4 heads, MLP 128, mean pooling; AdamW (lr
-# 2e-3, weight decay 0.05, 500 warm-up steps then a cosine schedule to 1e-5), batch 128,
-# 4-pixel padded crops and flips, no TrivialAugment, random erasing, mixing or label
-# smoothing; 35 epochs, half the patches dropped in all but the last 3; fp32 products.
-shared=(--set model.patch_size=4 --set model.dim=64 --set model.depth=4 --set model.heads=4
-        --set model.mlp_dim=128 --set model.attention=scaled_dot --set model.pos_embed=learned
-        --set model.pool=mean --set model.patch_embed=conv --set model.stem_channels=32
-        --set model.drop_path=0 --set model.dropout=0 --set model.attention_dropout=0
-        --set model.patch_drop=0.5 --set train.unmasked_epochs=3 --set train.epochs=35
-        --set optim.lr=2e-3 --set optim.weight_decay=0.05 --set optim.warmup_steps=500
-        --set optim.schedule=cosine --set optim.min_lr=1e-5 --set optim.clip_grad_norm=1.0
-        --set optim.label_smoothing=0 --set data.crop_padding=4 --set data.hflip=0.5
-        --set data.auto_augment=none --set data.erasing=0 --set data.mixup=0
-        --set data.cutmix=0 --set data.augment=true
-        --set data.val_fraction=0.1 --set train.batch_size=128 --set train.precision=fp32
-        --set train.seed=0)
+# configs/cifar10_fast.toml's recipe until a0ecfd3, pinned (cifar10_pins.sh): the conv stem
+# (32 and 64 channels) into 64 tokens of width 64, 4 blocks, 4 heads, MLP 128, mean pooling;
+# 35 epochs, half the patches dropped in all but the last 3; fp32 products.
+source "$here/cifar10_pins.sh"
+shared=("${cifar10_pins[@]}" "${cifar10_a0ecfd3_model[@]}" --set model.drop_path=0
+        --set train.unmasked_epochs=3 --set train.epochs=35)
 # A variant may extend another: of two --set of one key, train takes the later.
 sets_of() {
   case $1 in

@@ -24,24 +24,13 @@ data=$(realpath -m "${DATA:-$root/data/cifar-10-batches-bin}")
 variants=${VARIANTS:-"hour200 w128d2_e175 mix05 mix05_pd75_e320 mix05_bf16_e360 mix05_d6_bf16_e265 mix05_ls01_bf16_e360 mix05_bf16_e395 lsa_bf16_e395"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
-# configs/cifar10.toml's recipe until a0ecfd3, pinned: the conv stem (32 and 64 channels)
-# into 64 tokens of width 64, 4 blocks, 4 heads, MLP 128, mean pooling, stochastic depth 0.1;
-# AdamW (lr 2e-3, weight decay 0.05, 500 warm-up steps then a cosine schedule to 1e-5),
-# batch 128, 4-pixel padded crops and flips, no TrivialAugment, random erasing, mixing or
-# label smoothing; 200 epochs, half the patches dropped in all but the last 14; fp32
+# configs/cifar10.toml's recipe until a0ecfd3, pinned (cifar10_pins.sh): the conv stem (32
+# and 64 channels) into 64 tokens of width 64, 4 blocks, 4 heads, MLP 128, mean pooling,
+# stochastic depth 0.1; 200 epochs, half the patches dropped in all but the last 14; fp32
 # products.
-shared=(--set model.patch_size=4 --set model.dim=64 --set model.depth=4 --set model.heads=4
-        --set model.mlp_dim=128 --set model.attention=scaled_dot --set model.pos_embed=learned
-        --set model.pool=mean --set model.patch_embed=conv --set model.stem_channels=32
-        --set model.drop_path=0.1 --set model.dropout=0 --set model.attention_dropout=0
-        --set model.patch_drop=0.5 --set train.unmasked_epochs=14 --set train.epochs=200
-        --set optim.lr=2e-3 --set optim.weight_decay=0.05 --set optim.warmup_steps=500
-        --set optim.schedule=cosine --set optim.min_lr=1e-5 --set optim.clip_grad_norm=1.0
-        --set optim.label_smoothing=0 --set data.crop_padding=4 --set data.hflip=0.5
-        --set data.auto_augment=none --set data.erasing=0 --set data.mixup=0
-        --set data.cutmix=0 --set data.augment=true
-        --set data.val_fraction=0.1 --set train.batch_size=128 --set train.precision=fp32
-        --set train.seed=0)
+source "$here/cifar10_pins.sh"
+shared=("${cifar10_pins[@]}" "${cifar10_a0ecfd3_model[@]}" --set model.drop_path=0.1
+        --set train.unmasked_epochs=14 --set train.epochs=200)
 # The mixing every mix05 variant adds (the mix05 variant's comment below says what it is).
 mix05="data.mixup=0.8 data.cutmix=1.0 data.mix_prob=0.5"
 sets_of() {

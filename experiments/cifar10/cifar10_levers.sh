@@ -23,22 +23,14 @@ data=$(realpath -m "${DATA:-$root/data/cifar-10-batches-bin}")
 variants=${VARIANTS:-"lin20 conv20 linseq20 convseq20 conv_d96_20 conv_l6_20 convta20"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
-# What every run shares: 4x4 patches (64 tokens), 4 heads, AdamW (lr 2e-3, weight decay
-# 0.05, 500 warm-up steps then a cosine schedule to 1e-5), batch 128, 4-pixel padded crops
-# and flips, no TrivialAugment, random erasing, mixing or label smoothing (unless the
-# variant says), 20 epochs with half the patches dropped and the last 2 on every patch,
-# fp32 products.
-shared=(--set model.patch_size=4 --set model.heads=4 --set model.attention=scaled_dot
-        --set model.pos_embed=learned --set model.drop_path=0 --set model.dropout=0
-        --set model.attention_dropout=0 --set model.stem_channels=32
-        --set model.patch_drop=0.5 --set train.unmasked_epochs=2 --set train.epochs=20
-        --set optim.lr=2e-3 --set optim.weight_decay=0.05 --set optim.warmup_steps=500
-        --set optim.schedule=cosine --set optim.min_lr=1e-5 --set optim.clip_grad_norm=1.0
-        --set optim.label_smoothing=0 --set data.crop_padding=4 --set data.hflip=0.5
-        --set data.auto_augment=none --set data.erasing=0 --set data.mixup=0
-        --set data.cutmix=0 --set data.augment=true
-        --set data.val_fraction=0.1 --set train.batch_size=128 --set train.precision=fp32
-        --set train.seed=0)
+# What every run shares (cifar10_pins.sh): 4x4 patches (64 tokens), 4 heads, AdamW (lr 2e-3,
+# weight decay 0.05, 500 warm-up steps then a cosine schedule to 1e-5), batch 128, 4-pixel
+# padded crops and flips, no TrivialAugment, random erasing, mixing or label smoothing
+# (unless the variant says), 20 epochs with half the patches dropped and the last 2 on every
+# patch, fp32 products.
+source "$here/cifar10_pins.sh"
+shared=("${cifar10_pins[@]}" --set model.drop_path=0 --set train.unmasked_epochs=2
+        --set train.epochs=20)
 sets_of() {
   case $1 in
     lin20) echo "model.patch_embed=linear model.pool=mean model.dim=64 model.mlp_dim=128 model.depth=4" ;;
