@@ -35,7 +35,9 @@ lsa_pd75_e110_u5_wd002_s1 lsa_pd81_e130_u5 lsa_pd81_e130_u5_s1 lsa_pd75_e110_u5_
 lsa_pd75_e110_u5_cp2_s1 lsa_pd75_e110_u5_cp1 lsa_pd75_e110_u5_cp1_s1
 lsa_pd75_e110_u5_cp0 lsa_pd75_e110_u5_cp0_s1 lsa_pd75_e110_u5_cp1_seq
 lsa_pd75_e110_u5_cp1_seq_s1 lsa_pd75_e110_u5_cp1_seq_lr3e3 lsa_pd75_e110_u5_cp1_seq_lr3e3_s1
-lsa_pd75_e110_u5_cp1_seq_ls01 lsa_pd75_e110_u5_cp1_seq_ls01_s1"}
+lsa_pd75_e110_u5_cp1_seq_ls01 lsa_pd75_e110_u5_cp1_seq_ls01_s1 lsa_pd75_e110_u5_cp2_seq
+lsa_pd75_e110_u5_cp2_seq_s1 lsa_pd75_e110_u8_cp1_seq lsa_pd75_e110_u8_cp1_seq_s1
+lsa_pd75_e110_u8_cp2_seq lsa_pd75_e110_u8_cp2_seq_s1"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
 # configs/cifar10_fast.toml's recipe until a0ecfd3, pinned (cifar10_pins.sh): the conv stem
@@ -140,6 +142,14 @@ sets_of() {
     # ... or label smoothing 0.1 (CCT's recipes pair it with sequence pooling).
     lsa_pd75_e110_u5_cp1_seq_ls01)
       echo "$(sets_of lsa_pd75_e110_u5_cp1_seq) optim.label_smoothing=0.1" ;;
+    # ... or crops padded by 2 pixels instead of 1 (tied with 1 under mean pooling).
+    lsa_pd75_e110_u5_cp2_seq) echo "$(sets_of lsa_pd75_e110_u5_cp1_seq) data.crop_padding=2" ;;
+    # ... or (crops padded by 1) the last 8 epochs on every patch instead of 5: the validation
+    # passes the config no longer runs every epoch pay for about the 3 dearer epochs.
+    lsa_pd75_e110_u8_cp1_seq)
+      echo "$(sets_of lsa_pd75_e110_u5_cp1_seq) train.unmasked_epochs=8" ;;
+    # ... and crops padded by 2.
+    lsa_pd75_e110_u8_cp2_seq) echo "$(sets_of lsa_pd75_e110_u8_cp1_seq) data.crop_padding=2" ;;
     # Every variant's seed-1 twin: its recipe from seed 1.
     *_s1) local base; base=$(sets_of "${1%_s1}") || exit 2; echo "$base train.seed=1" ;;
     *) echo "cifar10_fast_levers.sh: unknown variant '$1'" >&2; exit 2 ;;
