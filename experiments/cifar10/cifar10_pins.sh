@@ -1,7 +1,8 @@
 # Sourced by the CIFAR-10 lever scripts (cifar10_levers.sh, cifar10_fast_levers.sh,
 # cifar10_hour_levers.sh): the --set pins their recipes share, so that each script states
 # only where its recipe differs. A variant's own keys come after these; of two --set of one
-# key, train takes the later.
+# key, train takes the later. How often a run validates (train.eval_every) is left to the
+# config: it changes no weight, only which epochs a run's log shows.
 
 # Every lever run: 4x4 patches (64 tokens), 4 heads, scaled-dot attention, learned
 # positions, a 32-channel stem where there is one, no dropout; half the patches dropped;
