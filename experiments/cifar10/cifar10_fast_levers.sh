@@ -37,7 +37,8 @@ lsa_pd75_e110_u5_cp0 lsa_pd75_e110_u5_cp0_s1 lsa_pd75_e110_u5_cp1_seq
 lsa_pd75_e110_u5_cp1_seq_s1 lsa_pd75_e110_u5_cp1_seq_lr3e3 lsa_pd75_e110_u5_cp1_seq_lr3e3_s1
 lsa_pd75_e110_u5_cp1_seq_ls01 lsa_pd75_e110_u5_cp1_seq_ls01_s1 lsa_pd75_e110_u5_cp2_seq
 lsa_pd75_e110_u5_cp2_seq_s1 lsa_pd75_e110_u8_cp1_seq lsa_pd75_e110_u8_cp1_seq_s1
-lsa_pd75_e110_u8_cp2_seq lsa_pd75_e110_u8_cp2_seq_s1"}
+lsa_pd75_e110_u8_cp2_seq lsa_pd75_e110_u8_cp2_seq_s1 lsa_pd75_e110_u8_cp1_seq_min1e4
+lsa_pd75_e110_u8_cp1_seq_min1e4_s1"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
 # configs/cifar10_fast.toml's recipe until a0ecfd3, pinned (cifar10_pins.sh): the conv stem
@@ -150,6 +151,10 @@ sets_of() {
       echo "$(sets_of lsa_pd75_e110_u5_cp1_seq) train.unmasked_epochs=8" ;;
     # ... and crops padded by 2.
     lsa_pd75_e110_u8_cp2_seq) echo "$(sets_of lsa_pd75_e110_u8_cp1_seq) data.crop_padding=2" ;;
+    # ... or (crops padded by 1) the schedule's floor at 1e-4 instead of 1e-5: the every-patch
+    # tail runs at the floor, where the weights adapt to every patch slowly.
+    lsa_pd75_e110_u8_cp1_seq_min1e4)
+      echo "$(sets_of lsa_pd75_e110_u8_cp1_seq) optim.min_lr=1e-4" ;;
     # Every variant's seed-1 twin: its recipe from seed 1.
     *_s1) local base; base=$(sets_of "${1%_s1}") || exit 2; echo "$base train.seed=1" ;;
     *) echo "cifar10_fast_levers.sh: unknown variant '$1'" >&2; exit 2 ;;
