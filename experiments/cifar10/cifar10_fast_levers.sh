@@ -151,8 +151,9 @@ sets_of() {
       echo "$(sets_of lsa_pd75_e110_u5_cp1_seq) train.unmasked_epochs=8" ;;
     # ... and crops padded by 2.
     lsa_pd75_e110_u8_cp2_seq) echo "$(sets_of lsa_pd75_e110_u8_cp1_seq) data.crop_padding=2" ;;
-    # ... or (crops padded by 1) the schedule's floor at 1e-4 instead of 1e-5: the every-patch
-    # tail runs at the floor, where the weights adapt to every patch slowly.
+    # The config's recipe since dec4f21 (the last 8 on every patch, crops padded by 1) with the
+    # schedule's floor at 1e-4 instead of 1e-5: the every-patch tail runs near the floor, where
+    # the weights adapt to every patch slowly.
     lsa_pd75_e110_u8_cp1_seq_min1e4)
       echo "$(sets_of lsa_pd75_e110_u8_cp1_seq) optim.min_lr=1e-4" ;;
     # Every variant's seed-1 twin: its recipe from seed 1.
