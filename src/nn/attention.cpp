@@ -69,6 +69,26 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
       return;
     }
   }
+#elif defined(__AVX2__) && defined(__FMA__)
+  if constexpr (kDh > 0) {
+    if (in_registers<kDh>(hd)) {
+      float* P = att + hd.att_offset + int64_t(i0) * T;
+      dispatch_vectors_of_8(T, [&](auto V) {
+        constexpr int kCall = std::min(R, attention_avx2::rows_per_call(V()));
+        for (int r = 0; r < R; r += kCall) {
+          const float* qr = qi + int64_t(r) * q.ld;
+          if (masks_own_token(hd))
+            attention_avx2::score_softmax_rows<kDh, V(), kCall, true>(
+                P + int64_t(r) * T, qr, q.ld, w.kt, Tp, hd.scale, T, i0 + r);
+          else
+            attention_avx2::score_softmax_rows<kDh, V(), kCall>(P + int64_t(r) * T, qr, q.ld,
+                                                                w.kt, Tp, hd.scale, T);
+        }
+      });
+      rows_times_x<kDh, R>(out + int64_t(i0) * D, D, P, T, v, 3 * D, T, false);
+      return;
+    }
+  }
 #endif
   score_rows<kDh, R>(i0, hd, qi, q.ld, w);
   if (masks_own_token(hd))  // the softmax weighs the lowest float as it weighs the padding

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "attention_avx2.h"
 #include "attention_avx512.h"
 #include "attention_tiles.h"
 #include "minivit/nn/attention.h"
@@ -217,15 +218,19 @@ struct QueryRows {
   int ld;
 };
 
-// Whether rows of this head take the register-resident path (attention_avx512.h): a build
-// for AVX-512, a compiled head size, at most 64 tokens, a dot-product score or additive
-// scores from exps (prepare_additive, which runs first), no attention dropout (whose masks
-// the portable path applies).
+// Whether rows of this head take the register-resident path: a compiled head size, at most
+// 64 tokens, no attention dropout (whose masks the portable path applies), and in a build for
+// AVX-512 (attention_avx512.h, forward and backward) a dot-product score or additive scores
+// from exps (prepare_additive, which runs first); in one for AVX2 (attention_avx2.h,
+// forward only) a dot-product score.
 template <int kDh>
 bool in_registers(const Head& hd) {
 #if defined(__AVX512F__)
   return kDh > 0 && padded_tokens(hd.T) <= 16 * attention_avx512::kMaxVectors &&
          (hd.form != AttentionForm::additive || hd.additive_exps) && hd.dropout_p == 0.0f;
+#elif defined(__AVX2__) && defined(__FMA__)
+  return kDh > 0 && hd.T <= 8 * attention_avx2::kMaxVectors &&
+         hd.form != AttentionForm::additive && hd.dropout_p == 0.0f;
 #else
   (void)hd;
   return false;
@@ -242,6 +247,23 @@ void dispatch_vectors(int Tp, Run&& run) {
     default: return run(std::integral_constant<int, 4>{});
   }
 }
+
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+// Calls run(V) with V = attention_avx2::vectors_of(T) a std::integral_constant, for T <= 64.
+template <typename Run>
+void dispatch_vectors_of_8(int T, Run&& run) {
+  switch (attention_avx2::vectors_of(T)) {
+    case 1: return run(std::integral_constant<int, 1>{});
+    case 2: return run(std::integral_constant<int, 2>{});
+    case 3: return run(std::integral_constant<int, 3>{});
+    case 4: return run(std::integral_constant<int, 4>{});
+    case 5: return run(std::integral_constant<int, 5>{});
+    case 6: return run(std::integral_constant<int, 6>{});
+    case 7: return run(std::integral_constant<int, 7>{});
+    default: return run(std::integral_constant<int, 8>{});
+  }
+}
+#endif
 
 // w.score (R, Tp) = the scores of rows i0 .. i0+R-1, qi their query rows.
 template <int kDh, int R>

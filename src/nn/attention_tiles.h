@@ -82,7 +82,31 @@ void rows_times_x(float* __restrict out, int ldo, const float* __restrict w, int
                   const float* __restrict x, int ldx, int T, bool add) {
   static_assert(kDh > 0, "a compiled head size");
   // Even and odd j in separate sums: with one, a 16-wide head gave R chains of dependent
-  // FMAs, too few to cover the FMA latency (7% of a training step's samples).
+  // FMAs, too few to cover the FMA latency (7% of a training step's samples). Where 2 R kDh
+  // floats would fill AVX2's 16 registers, one sum: R kDh / 8 chains are enough there, and
+  // the two spilled to the stack on every j.
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  constexpr bool kTwoSums = R * kDh <= 48;
+#else
+  constexpr bool kTwoSums = true;
+#endif
+  if constexpr (!kTwoSums) {
+    float acc[R][kDh] = {};
+    for (int j = 0; j < T; ++j) {
+      const float* xj = x + int64_t(j) * ldx;
+      for (int r = 0; r < R; ++r) {
+        const float wr = w[int64_t(r) * ldw + j];
+#pragma omp simd
+        for (int d = 0; d < kDh; ++d) acc[r][d] += wr * xj[d];
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      float* o = out + int64_t(r) * ldo;
+#pragma omp simd
+      for (int d = 0; d < kDh; ++d) o[d] = add ? o[d] + acc[r][d] : acc[r][d];
+    }
+    return;
+  }
   float acc[R][kDh] = {}, acc_odd[R][kDh] = {};
   int j = 0;
   for (; j + 1 < T; j += 2) {
