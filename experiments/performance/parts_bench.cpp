@@ -1,6 +1,6 @@
 // Times three parts of the training step alone, on one thread, at the shapes the configs
-// give them: minivit's products beside OpenBLAS's, the attention core's backward, and GELU
-// with its slope. Each figure is the best of many short rounds, which on a shared machine
+// give them: minivit's products beside OpenBLAS's, the attention core's forward and
+// backward, and GELU with its slope. Each figure is the best of many short rounds, which on a shared machine
 // moves far less than a whole step: the figures for changes too small for `bench` to see.
 //
 //   build/parts-bench [--isa x86_64|avx2|avx512] [--rounds N]
@@ -123,7 +123,8 @@ void time_products(GemmKernels kernels, int rounds) {
 template <typename Level>
 void time_attention(Level level, int rounds) {
   const int B = 128, D = 64, H = 4, Dh = D / H;
-  std::printf("attention core backward, us a batch of %d (width %d, %d heads):\n", B, D, H);
+  std::printf("attention core, us a batch of %d (width %d, %d heads): forward | backward\n", B,
+              D, H);
   for (AttentionForm form : {AttentionForm::scaled_dot, AttentionForm::lsa}) {
     for (int T : {14, 16, 50, 64}) {
       const auto qkv = random_floats(size_t(B) * T * 3 * D, 3),
@@ -134,14 +135,17 @@ void time_attention(Level level, int rounds) {
       std::vector<uint8_t> mask(att.size());
       const AttentionScore score{form, nullptr, log_scale.data()};
       const AttentionScoreGrad dscore{nullptr, dlog_scale.data(), per_pair.data()};
-      level.forward(out.data(), att.data(), mask.data(), qkv.data(), B, T, D, H, score, 0.0f, 0,
-                    scratch.data(), 1, 0);
-      const double t = best_seconds(rounds, [&] {
+      const double forward = best_seconds(rounds, [&] {
+        level.forward(out.data(), att.data(), mask.data(), qkv.data(), B, T, D, H, score, 0.0f, 0,
+                      scratch.data(), 1, 0);
+      });
+      const double backward = best_seconds(rounds, [&] {
         level.backward(dqkv.data(), dscore, dout.data(), qkv.data(), att.data(), mask.data(), B,
                        T, D, H, score, 0.0f, scratch.data(), 1);
       });
-      std::printf("  %-10s %2d tokens  %8.1f\n", form == AttentionForm::lsa ? "lsa" : "scaled_dot",
-                  T, t * 1e6);
+      std::printf("  %-10s %2d tokens  %8.1f | %8.1f\n",
+                  form == AttentionForm::lsa ? "lsa" : "scaled_dot", T, forward * 1e6,
+                  backward * 1e6);
     }
   }
 }
@@ -187,7 +191,7 @@ void time_parts(Level level, GemmKernels kernels, int rounds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("Time minivit's products, attention backward and GELU alone, on one thread.");
+  CLI::App app("Time minivit's products, attention core and GELU alone, on one thread.");
   const Isa best = best_isa();
   std::string isa = best == Isa::avx512 ? "avx512" : best == Isa::avx2 ? "avx2" : "x86_64";
   int rounds = 40;

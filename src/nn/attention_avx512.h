@@ -38,9 +38,9 @@ inline __m512 exp_nonpositive(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r);
   p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
-  const __m512i exponent =
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(exponent));
+  // p 2^n in one instruction where the scalar steps build 2^n in the exponent bits (a
+  // conversion, an integer add and shift) and multiply: both scale exactly, to the same bits.
+  return _mm512_scalef_ps(p, n);
 }
 
 // The sums (kMax: the maxima) of the 16 lanes of R <= 4 vectors at once: quarter r of the
