@@ -234,6 +234,20 @@ void backward_rows(int i0, const Head& hd, float* dq, const float* dout, QueryRo
       return scores_backward<kDh, R>(i0, hd, dq, q, k, dscore, w);
     }
   }
+#elif defined(__AVX2__) && defined(__FMA__)
+  if constexpr (kDh > 0) {
+    if (in_registers<kDh>(hd)) {  // dS straight from dO V^T, with P
+      dispatch_vectors_of_8(T, [&](auto V) {
+        constexpr int kCall = std::min(R, attention_avx2::rows_per_call(V()));
+        for (int r = 0; r < R; r += kCall)
+          attention_avx2::softmax_backward_rows<kDh, V(), kCall>(
+              g + int64_t(r) * Tp, Tp, dO + int64_t(r) * D, D, w.kt, Tp, P + int64_t(r) * T,
+              hd.scale, T);
+      });
+      add_outer<kDh, R>(w.dv, P, T, dO, D, T, Dh);  // dV += P^T dO
+      return scores_backward<kDh, R>(i0, hd, dq, q, k, dscore, w);
+    }
+  }
 #endif
   rows_times_kt<kDh, R>(g, dO, D, w.kt, 1.0f, Tp, Dh);  // dP' = dO V^T
   if (hd.dropout_p > 0.0f) {  // forward: P' = P * mask / (1 - p); dP' -> dP through the mask

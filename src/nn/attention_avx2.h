@@ -1,6 +1,6 @@
 #pragma once
-// The attention core's forward rows with the scores held in ymm registers from the product
-// to the softmax, for T up to 64 tokens (at most 8 vectors of 8 a row) and a compiled head
+// The attention core's rows with the scores held in ymm registers from the product to the
+// softmax (forward) or to dS (backward), for T up to 64 tokens (at most 8 vectors of 8 a row) and a compiled head
 // size: attention_avx512.h's method at the AVX2 level, whose 16 registers hold fewer rows. The portable loops (attention_tiles.h) computed 64 score columns for 49
 // tokens, stored them with their padding, read them back for the max, the exps and the sum,
 // and copied the weights out: the attention core was a third of an evaluation at this level.
@@ -58,7 +58,7 @@ inline __m256i lanes_below(int limit, int v) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(limit - 8 * v), lane);
 }
 
-// The rows a call of score_softmax_rows takes at V vectors a row, so that its R V
+// The rows a call of score_softmax_rows or softmax_backward_rows takes at V vectors a row, so that its R V
 // accumulators make enough independent chains of FMAs to cover their latency (about 8) and
 // still leave registers for the broadcasts and the exps' constants: one row of 49 tokens
 // (7 vectors) a call, four of 15 (2 vectors, the default model's kept patches). Divides 4.
@@ -109,6 +109,43 @@ void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, int 
     float* row = P + int64_t(r) * T;
     for (int v = 0; v + 1 < V; ++v) _mm256_storeu_ps(row + 8 * v, _mm256_mul_ps(s[r][v], inv));
     _mm256_maskstore_ps(row + 8 * (V - 1), live_last, _mm256_mul_ps(s[r][V - 1], inv));
+  }
+}
+
+// ds (R, ld_ds) = scale * P * (dP - <dP, P>) with dP = dO V^T, for R rows of dO (row
+// stride ldo), vt = V^T (kDh, ld_vt) with zero padding columns and P (R, T; row stride T):
+// the first V vectors of each row of ds, zero past T.
+template <int kDh, int V, int R>
+void softmax_backward_rows(float* ds, int ld_ds, const float* dO, int ldo, const float* vt,
+                           int ld_vt, const float* P, float scale, int T) {
+  static_assert(V >= 1 && V <= kMaxVectors && R >= 1);
+  __m256 acc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
+  for (int d = 0; d < kDh; ++d) {
+    __m256 k[V];
+    for (int v = 0; v < V; ++v) k[v] = _mm256_loadu_ps(vt + int64_t(d) * ld_vt + 8 * v);
+    for (int r = 0; r < R; ++r) {
+      const __m256 od = _mm256_broadcast_ss(dO + int64_t(r) * ldo + d);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(od, k[v], acc[r][v]);
+    }
+  }
+  const __m256i live_last = lanes_below(T, V - 1);
+  const __m256 vscale = _mm256_set1_ps(scale);
+  // P's rows are read twice, from L1, rather than held beside acc in the registers.
+  auto load_p = [&](int r, int v) {
+    const float* pr = P + int64_t(r) * T + 8 * v;
+    return v + 1 < V ? _mm256_loadu_ps(pr) : _mm256_maskload_ps(pr, live_last);
+  };
+  for (int r = 0; r < R; ++r) {
+    __m256 dot = _mm256_mul_ps(acc[r][0], load_p(r, 0));
+    for (int v = 1; v < V; ++v) dot = _mm256_fmadd_ps(acc[r][v], load_p(r, v), dot);
+    dot = fold_lanes<false>(dot);
+    float* out = ds + int64_t(r) * ld_ds;
+    for (int v = 0; v < V; ++v)
+      _mm256_storeu_ps(out + 8 * v, _mm256_mul_ps(_mm256_mul_ps(load_p(r, v),
+                                                                _mm256_sub_ps(acc[r][v], dot)),
+                                                  vscale));
   }
 }
 

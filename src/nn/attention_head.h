@@ -220,9 +220,9 @@ struct QueryRows {
 
 // Whether rows of this head take the register-resident path: a compiled head size, at most
 // 64 tokens, no attention dropout (whose masks the portable path applies), and in a build for
-// AVX-512 (attention_avx512.h, forward and backward) a dot-product score or additive scores
-// from exps (prepare_additive, which runs first); in one for AVX2 (attention_avx2.h,
-// forward only) a dot-product score.
+// AVX-512 (attention_avx512.h) a dot-product score or additive scores from exps
+// (prepare_additive, which runs first); in one for AVX2 (attention_avx2.h) a dot-product
+// score.
 template <int kDh>
 bool in_registers(const Head& hd) {
 #if defined(__AVX512F__)
