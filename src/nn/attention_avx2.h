@@ -58,38 +58,24 @@ inline __m256i lanes_below(int limit, int v) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(limit - 8 * v), lane);
 }
 
-// The rows a call of score_softmax_rows or softmax_backward_rows takes at V vectors a row, so that its R V
+// The rows a call of the functions below takes at V vectors a row, so that its R V
 // accumulators make enough independent chains of FMAs to cover their latency (about 8) and
 // still leave registers for the broadcasts and the exps' constants: one row of 49 tokens
 // (7 vectors) a call, four of 15 (2 vectors, the default model's kept patches). Divides 4.
 constexpr int rows_per_call(int V) { return V <= 2 ? 4 : V <= 4 ? 2 : 1; }
 
-// P (R, T; row stride T) = softmax(scale * q K^T) for R query rows q (row stride ldq),
-// kt = K^T (kDh, ld_kt) with zero padding columns, V = vectors_of(T). With kMaskOwn, the
-// score of row r against token diagonal + r (its own, for locality self-attention) is the
-// lowest float first, which the softmax weighs as the padding.
-template <int kDh, int V, int R, bool kMaskOwn = false>
-void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, int ld_kt,
-                        float scale, int T, int diagonal = 0) {
-  static_assert(V >= 1 && V <= kMaxVectors && R >= 1);
-  __m256 s[R][V];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) s[r][v] = _mm256_setzero_ps();
-  for (int d = 0; d < kDh; ++d) {
-    __m256 k[V];
-    for (int v = 0; v < V; ++v) k[v] = _mm256_loadu_ps(kt + int64_t(d) * ld_kt + 8 * v);
-    for (int r = 0; r < R; ++r) {
-      const __m256 qd = _mm256_broadcast_ss(q + int64_t(r) * ldq + d);
-      for (int v = 0; v < V; ++v) s[r][v] = _mm256_fmadd_ps(qd, k[v], s[r][v]);
-    }
-  }
-  const __m256 vscale = _mm256_set1_ps(scale);
+// P (R, T; row stride T) = the softmax of each row of scores s (R, V vectors), whose lanes
+// past T are padding. With kMaskOwn, the score of row r against token diagonal + r (its own,
+// for locality self-attention) is the lowest float first, which the softmax weighs as the
+// padding. Always inlined, so that s stays in the registers.
+template <int V, int R, bool kMaskOwn = false>
+[[gnu::always_inline]] inline void softmax_rows(float* P, __m256 (&s)[R][V], int T,
+                                                int diagonal = 0) {
   const __m256 lowest = _mm256_set1_ps(std::numeric_limits<float>::lowest());
   const __m256i live_last = lanes_below(T, V - 1);
   for (int r = 0; r < R; ++r) {
     __m256 row_max = lowest;
     for (int v = 0; v < V; ++v) {
-      s[r][v] = _mm256_mul_ps(vscale, s[r][v]);
       if (v == V - 1)  // padding: exp() = 0
         s[r][v] = _mm256_blendv_ps(lowest, s[r][v], _mm256_castsi256_ps(live_last));
       if constexpr (kMaskOwn) {
@@ -110,6 +96,57 @@ void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, int 
     for (int v = 0; v + 1 < V; ++v) _mm256_storeu_ps(row + 8 * v, _mm256_mul_ps(s[r][v], inv));
     _mm256_maskstore_ps(row + 8 * (V - 1), live_last, _mm256_mul_ps(s[r][V - 1], inv));
   }
+}
+
+// P (R, T; row stride T) = softmax(scale * q K^T) for R query rows q (row stride ldq),
+// kt = K^T (kDh, ld_kt) with zero padding columns, V = vectors_of(T); kMaskOwn as in
+// softmax_rows.
+template <int kDh, int V, int R, bool kMaskOwn = false>
+void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, int ld_kt,
+                        float scale, int T, int diagonal = 0) {
+  static_assert(V >= 1 && V <= kMaxVectors && R >= 1);
+  __m256 s[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) s[r][v] = _mm256_setzero_ps();
+  for (int d = 0; d < kDh; ++d) {
+    __m256 k[V];
+    for (int v = 0; v < V; ++v) k[v] = _mm256_loadu_ps(kt + int64_t(d) * ld_kt + 8 * v);
+    for (int r = 0; r < R; ++r) {
+      const __m256 qd = _mm256_broadcast_ss(q + int64_t(r) * ldq + d);
+      for (int v = 0; v < V; ++v) s[r][v] = _mm256_fmadd_ps(qd, k[v], s[r][v]);
+    }
+  }
+  const __m256 vscale = _mm256_set1_ps(scale);
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) s[r][v] = _mm256_mul_ps(vscale, s[r][v]);
+  softmax_rows<V, R, kMaskOwn>(P, s, T, diagonal);
+}
+
+// P (R, T; row stride T) = the softmax of R rows of additive scores, sum_d v_d tanh(q_rd +
+// k_jd), from exp_q (R, kDh; row stride kDh) = e^2q of the query rows and exp_kt (kDh,
+// ld_kt) = e^2K^T, any positive value in its padding columns: each term (v_d P - v_d) /
+// (P + 1) with P = e^2q e^2k, as attention_tiles::additive_rows_from_exps computes it.
+template <int kDh, int V, int R>
+void additive_softmax_rows(float* P, const float* exp_q, const float* exp_kt, int ld_kt,
+                           const float* v, int T) {
+  static_assert(V >= 1 && V <= kMaxVectors && R >= 1);
+  __m256 s[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < V; ++c) s[r][c] = _mm256_setzero_ps();
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (int d = 0; d < kDh; ++d) {
+    const __m256 vd = _mm256_set1_ps(v[d]);
+    for (int r = 0; r < R; ++r) {
+      const float ea = exp_q[int64_t(r) * kDh + d];
+      const __m256 vea = _mm256_set1_ps(v[d] * ea), eav = _mm256_set1_ps(ea);
+      for (int c = 0; c < V; ++c) {
+        const __m256 ek = _mm256_loadu_ps(exp_kt + int64_t(d) * ld_kt + 8 * c);
+        s[r][c] = _mm256_add_ps(s[r][c], _mm256_div_ps(_mm256_fmsub_ps(vea, ek, vd),
+                                                       _mm256_fmadd_ps(eav, ek, one)));
+      }
+    }
+  }
+  softmax_rows<V, R>(P, s, T);
 }
 
 // ds (R, ld_ds) = scale * P * (dP - <dP, P>) with dP = dO V^T, for R rows of dO (row

@@ -218,11 +218,10 @@ struct QueryRows {
   int ld;
 };
 
-// Whether rows of this head take the register-resident path: a compiled head size, at most
-// 64 tokens, no attention dropout (whose masks the portable path applies), and in a build for
-// AVX-512 (attention_avx512.h) a dot-product score or additive scores from exps
-// (prepare_additive, which runs first); in one for AVX2 (attention_avx2.h) a dot-product
-// score.
+// Whether rows of this head take the register-resident path (attention_avx512.h or
+// attention_avx2.h by the build's level): a compiled head size, at most 64 tokens, a
+// dot-product score or additive scores from exps (prepare_additive, which runs first), no
+// attention dropout (whose masks the portable path applies).
 template <int kDh>
 bool in_registers(const Head& hd) {
 #if defined(__AVX512F__)
@@ -230,7 +229,7 @@ bool in_registers(const Head& hd) {
          (hd.form != AttentionForm::additive || hd.additive_exps) && hd.dropout_p == 0.0f;
 #elif defined(__AVX2__) && defined(__FMA__)
   return kDh > 0 && hd.T <= 8 * attention_avx2::kMaxVectors &&
-         hd.form != AttentionForm::additive && hd.dropout_p == 0.0f;
+         (hd.form != AttentionForm::additive || hd.additive_exps) && hd.dropout_p == 0.0f;
 #else
   (void)hd;
   return false;
