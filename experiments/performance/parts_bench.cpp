@@ -1,7 +1,8 @@
 // Times three parts of the training step alone, on one thread, at the shapes the configs
 // give them: minivit's products beside OpenBLAS's, the attention core's forward and
-// backward, and GELU with its slope. Each figure is the best of many short rounds, which on a shared machine
-// moves far less than a whole step: the figures for changes too small for `bench` to see.
+// backward, and GELU with its slope. Each figure is the best of many short rounds, which on
+// a shared machine moves far less than a whole step: the figures for changes too small for
+// `bench` to see.
 //
 //   build/parts-bench [--isa x86_64|avx2|avx512] [--rounds N]
 //

@@ -1,10 +1,12 @@
 #pragma once
 // The attention core's rows with the scores held in ymm registers from the product to the
-// softmax (forward) or to dS (backward), for T up to 64 tokens (at most 8 vectors of 8 a row) and a compiled head
-// size: attention_avx512.h's method at the AVX2 level, whose 16 registers hold fewer rows. The portable loops (attention_tiles.h) computed 64 score columns for 49
-// tokens, stored them with their padding, read them back for the max, the exps and the sum,
-// and copied the weights out: the attention core was a third of an evaluation at this level.
-// Internal to src/nn (attention.cpp is the one user); only in builds for AVX2 without AVX-512.
+// softmax (forward) or to dS (backward), for T up to 64 tokens (at most 8 vectors of 8 a
+// row) and a compiled head size: attention_avx512.h's method at the AVX2 level, whose 16
+// registers hold fewer rows. The portable loops (attention_tiles.h) computed 64 score
+// columns for 49 tokens, stored them with their padding, read them back for the max, the
+// exps and the sum, and copied the weights out: the attention core was a third of an
+// evaluation at this level. Internal to src/nn (attention.cpp is the one user); only in
+// builds for AVX2 without AVX-512.
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
 #include <immintrin.h>
 
