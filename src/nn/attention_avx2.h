@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <limits>
 #include "minivit/kernels/isa.h"
+#include "minivit/kernels/vecmath.h"
 
 namespace minivit {
 MINIVIT_ISA_BEGIN
@@ -26,17 +27,13 @@ constexpr int vectors_of(int T) { return (T + 7) / 8; }
 // exp(x) for x <= 0 lane by lane, by exp_nonpositive's steps (vecmath.h).
 inline __m256 exp_nonpositive(__m256 x) {
   x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-  const __m256 round_magic = _mm256_set1_ps(12582912.0f);
-  const __m256 n = _mm256_sub_ps(
-      _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), round_magic), round_magic);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  using namespace expf_steps;
+  const __m256 round_magic = _mm256_set1_ps(kRoundMagic);
+  const __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(kLog2e), round_magic), round_magic);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2High), x);
+  r = _mm256_fmadd_ps(n, _mm256_set1_ps(kLn2Low), r);
+  __m256 p = _mm256_set1_ps(kPolynomial[0]);
+  for (int i = 1; i < kTerms; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kPolynomial[i]));
   p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r);
   p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
   const __m256i exponent =

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include "minivit/kernels/isa.h"
+#include "minivit/kernels/vecmath.h"
 #include "minivit/kernels/transpose16.h"
 
 MINIVIT_INTRINSICS_BEGIN
@@ -25,17 +26,13 @@ constexpr int kMaxVectors = 4;  // 64 tokens
 // exp(x) for x <= 0 lane by lane, by exp_nonpositive's steps (vecmath.h).
 inline __m512 exp_nonpositive(__m512 x) {
   x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 round_magic = _mm512_set1_ps(12582912.0f);
-  const __m512 n = _mm512_sub_ps(
-      _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), round_magic), round_magic);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  using namespace expf_steps;
+  const __m512 round_magic = _mm512_set1_ps(kRoundMagic);
+  const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(kLog2e), round_magic), round_magic);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2High), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(kLn2Low), r);
+  __m512 p = _mm512_set1_ps(kPolynomial[0]);
+  for (int i = 1; i < kTerms; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kPolynomial[i]));
   p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r);
   p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
   // p 2^n in one instruction where the scalar steps build 2^n in the exponent bits (a

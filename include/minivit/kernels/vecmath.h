@@ -13,21 +13,28 @@
 namespace minivit {
 MINIVIT_ISA_BEGIN
 
+// Cephes' expf steps, shared by exp_within_87 below and the attention core's copies of it
+// in vectors (src/nn/attention_avx512.h, attention_avx2.h), so that all compute one function.
+namespace expf_steps {
+constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2High = 0.693359375f, kLn2Low = 2.12194440e-4f;  // ln2 in two parts
+constexpr int kTerms = 6;  // the polynomial's coefficients, highest degree first
+constexpr float kPolynomial[kTerms] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                       4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+}  // namespace expf_steps
+
 // exp(x) for |x| <= 87 (beyond it the exponent bits built below overflow), inlined so that
 // a loop of them vectorises without a call per vector (libmvec's call and its fallback to
 // scalar code for lanes out of range cost more than the arithmetic on rows of 50). Cephes'
 // method: x = n ln2 + r with |r| <= ln2/2, exp(r) by a degree-6 polynomial, times 2^n built
 // in the exponent bits. Within 2 ulp of the exact value.
 inline float exp_within_87(float x) {
-  const float round_magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float n = (x * 1.44269504088896341f + round_magic) - round_magic;
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 in two parts
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  using namespace expf_steps;
+  const float n = (x * kLog2e + kRoundMagic) - kRoundMagic;
+  const float r = (x - n * kLn2High) + n * kLn2Low;
+  float p = kPolynomial[0];
+  for (int i = 1; i < kTerms; ++i) p = p * r + kPolynomial[i];
   p = p * r * r + r + 1.0f;
   // A NaN x gives a NaN p, and so a NaN result whatever the exponent; the max keeps its
   // conversion to int defined (a NaN fails the comparison), and leaves any other n alone.
