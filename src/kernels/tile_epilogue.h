@@ -2,8 +2,8 @@
 // A product kernel's share of a GemmEpilogue (kernels/gemm.h) for one tile of C: where the
 // tile's rows of the residual and of GELU(C) and its columns of the bias start, or null
 // where this block of k adds nothing; and the GELU pass over a finished piece of C, which
-// the kernels run on each tile while it is in L1, and gemm() on the whole of C for kernels
-// that store C themselves.
+// the AVX512_BF16 kernel runs on each tile while it is in L1, and gemm() on its part of C
+// after the fp32 kernels and around the kernels that store C themselves.
 #include <cstdint>
 
 #include "minivit/kernels/gemm.h"
