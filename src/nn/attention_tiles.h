@@ -90,38 +90,23 @@ void rows_times_x(float* __restrict out, int ldo, const float* __restrict w, int
 #else
   constexpr bool kTwoSums = true;
 #endif
-  if constexpr (!kTwoSums) {
-    float acc[R][kDh] = {};
-    for (int j = 0; j < T; ++j) {
-      const float* xj = x + int64_t(j) * ldx;
-      for (int r = 0; r < R; ++r) {
-        const float wr = w[int64_t(r) * ldw + j];
-#pragma omp simd
-        for (int d = 0; d < kDh; ++d) acc[r][d] += wr * xj[d];
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      float* o = out + int64_t(r) * ldo;
-#pragma omp simd
-      for (int d = 0; d < kDh; ++d) o[d] = add ? o[d] + acc[r][d] : acc[r][d];
-    }
-    return;
-  }
   float acc[R][kDh] = {}, acc_odd[R][kDh] = {};
   int j = 0;
-  for (; j + 1 < T; j += 2) {
-    const float* xj = x + int64_t(j) * ldx;
-    const float* xk = xj + ldx;
-    for (int r = 0; r < R; ++r) {
-      const float wr = w[int64_t(r) * ldw + j], wk = w[int64_t(r) * ldw + j + 1];
+  if constexpr (kTwoSums) {
+    for (; j + 1 < T; j += 2) {
+      const float* xj = x + int64_t(j) * ldx;
+      const float* xk = xj + ldx;
+      for (int r = 0; r < R; ++r) {
+        const float wr = w[int64_t(r) * ldw + j], wk = w[int64_t(r) * ldw + j + 1];
 #pragma omp simd
-      for (int d = 0; d < kDh; ++d) {
-        acc[r][d] += wr * xj[d];
-        acc_odd[r][d] += wk * xk[d];
+        for (int d = 0; d < kDh; ++d) {
+          acc[r][d] += wr * xj[d];
+          acc_odd[r][d] += wk * xk[d];
+        }
       }
     }
   }
-  if (j < T) {
+  for (; j < T; ++j) {  // every j with one sum; the last odd one with two
     const float* xj = x + int64_t(j) * ldx;
     for (int r = 0; r < R; ++r) {
       const float wr = w[int64_t(r) * ldw + j];
@@ -131,12 +116,10 @@ void rows_times_x(float* __restrict out, int ldo, const float* __restrict w, int
   }
   for (int r = 0; r < R; ++r) {
     float* o = out + int64_t(r) * ldo;
-    if (add) {
 #pragma omp simd
-      for (int d = 0; d < kDh; ++d) o[d] += acc[r][d] + acc_odd[r][d];
-    } else {
-#pragma omp simd
-      for (int d = 0; d < kDh; ++d) o[d] = acc[r][d] + acc_odd[r][d];
+    for (int d = 0; d < kDh; ++d) {
+      const float sum = kTwoSums ? acc[r][d] + acc_odd[r][d] : acc[r][d];
+      o[d] = add ? o[d] + sum : sum;
     }
   }
 }
