@@ -29,7 +29,8 @@ inline __m256 exp_nonpositive(__m256 x) {
   x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
   using namespace expf_steps;
   const __m256 round_magic = _mm256_set1_ps(kRoundMagic);
-  const __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(kLog2e), round_magic), round_magic);
+  const __m256 n =
+      _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(kLog2e), round_magic), round_magic);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2High), x);
   r = _mm256_fmadd_ps(n, _mm256_set1_ps(kLn2Low), r);
   __m256 p = _mm256_set1_ps(kPolynomial[0]);
@@ -62,6 +63,22 @@ inline __m256i lanes_below(int limit, int v) {
 // still leave registers for the broadcasts and the exps' constants: one row of 49 tokens
 // (7 vectors) a call, four of 15 (2 vectors, the default model's kept patches). Divides 4.
 constexpr int rows_per_call(int V) { return V <= 2 ? 4 : V <= 4 ? 2 : 1; }
+
+// acc (R, V vectors) = a (R, kDh; row stride lda) . the first 8 V columns of kt (kDh, ld_kt).
+template <int kDh, int V, int R>
+inline void rows_times_kt(__m256 (&acc)[R][V], const float* a, int lda, const float* kt,
+                          int ld_kt) {
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
+  for (int d = 0; d < kDh; ++d) {
+    __m256 k[V];
+    for (int v = 0; v < V; ++v) k[v] = _mm256_loadu_ps(kt + int64_t(d) * ld_kt + 8 * v);
+    for (int r = 0; r < R; ++r) {
+      const __m256 ad = _mm256_broadcast_ss(a + int64_t(r) * lda + d);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(ad, k[v], acc[r][v]);
+    }
+  }
+}
 
 // P (R, T; row stride T) = the softmax of each row of scores s (R, V vectors), whose lanes
 // past T are padding. With kMaskOwn, the score of row r against token diagonal + r (its own,
@@ -105,16 +122,7 @@ void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, int 
                         float scale, int T, int diagonal = 0) {
   static_assert(V >= 1 && V <= kMaxVectors && R >= 1);
   __m256 s[R][V];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) s[r][v] = _mm256_setzero_ps();
-  for (int d = 0; d < kDh; ++d) {
-    __m256 k[V];
-    for (int v = 0; v < V; ++v) k[v] = _mm256_loadu_ps(kt + int64_t(d) * ld_kt + 8 * v);
-    for (int r = 0; r < R; ++r) {
-      const __m256 qd = _mm256_broadcast_ss(q + int64_t(r) * ldq + d);
-      for (int v = 0; v < V; ++v) s[r][v] = _mm256_fmadd_ps(qd, k[v], s[r][v]);
-    }
-  }
+  rows_times_kt<kDh, V, R>(s, q, ldq, kt, ld_kt);
   const __m256 vscale = _mm256_set1_ps(scale);
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) s[r][v] = _mm256_mul_ps(vscale, s[r][v]);
@@ -156,16 +164,7 @@ void softmax_backward_rows(float* ds, int ld_ds, const float* dO, int ldo, const
                            int ld_vt, const float* P, float scale, int T) {
   static_assert(V >= 1 && V <= kMaxVectors && R >= 1);
   __m256 acc[R][V];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
-  for (int d = 0; d < kDh; ++d) {
-    __m256 k[V];
-    for (int v = 0; v < V; ++v) k[v] = _mm256_loadu_ps(vt + int64_t(d) * ld_vt + 8 * v);
-    for (int r = 0; r < R; ++r) {
-      const __m256 od = _mm256_broadcast_ss(dO + int64_t(r) * ldo + d);
-      for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(od, k[v], acc[r][v]);
-    }
-  }
+  rows_times_kt<kDh, V, R>(acc, dO, ldo, vt, ld_vt);
   const __m256i live_last = lanes_below(T, V - 1);
   const __m256 vscale = _mm256_set1_ps(scale);
   // P's rows are read twice, from L1, rather than held beside acc in the registers.

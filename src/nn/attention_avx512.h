@@ -28,7 +28,8 @@ inline __m512 exp_nonpositive(__m512 x) {
   x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
   using namespace expf_steps;
   const __m512 round_magic = _mm512_set1_ps(kRoundMagic);
-  const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(kLog2e), round_magic), round_magic);
+  const __m512 n =
+      _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(kLog2e), round_magic), round_magic);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2High), x);
   r = _mm512_fmadd_ps(n, _mm512_set1_ps(kLn2Low), r);
   __m512 p = _mm512_set1_ps(kPolynomial[0]);
