@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "minivit/kernels/transpose8.h"
 #include "sgemm_blocked.h"
 
 namespace minivit {
@@ -36,31 +37,14 @@ struct Avx2 {
   static Vec broadcast(float x) { return _mm256_set1_ps(x); }
   static Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
 
-  // dst (8, 8), row stride ldd = the transpose of src (8, 8), row stride lds: pairs of lanes,
-  // pairs of pairs, then 128-bit halves.
+  // dst (8, 8), row stride ldd = the transpose of src (8, 8), row stride lds.
   static void transpose(const float* src, int64_t lds, float* dst, int64_t ldd) {
-    __m256 r[8], t[8];
+    __m256 r[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
-#pragma GCC unroll 4
-    for (int i = 0; i < 8; i += 2) {
-      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-#pragma GCC unroll 2
-    for (int i = 0; i < 8; i += 4) {
-      r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-      r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-      r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-      r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      t[j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x20);
-      t[4 + j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x31);
-    }
+    transpose8(r);
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * ldd, t[i]);
+    for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * ldd, r[i]);
   }
 
   // C = alpha * acc + beta * C (+ residual) (+ bias) over the tile's first `cols` columns;

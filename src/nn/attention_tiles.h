@@ -9,6 +9,7 @@
 #include "minivit/kernels/vecmath.h"
 #include "minivit/kernels/isa.h"
 #include "minivit/kernels/transpose16.h"
+#include "minivit/kernels/transpose8.h"
 
 namespace minivit {
 MINIVIT_ISA_BEGIN
@@ -20,8 +21,8 @@ constexpr int kRows = 4;   // query rows per step: independent sums keep the FMA
 inline int padded_tokens(int T) { return (T + kTile - 1) / kTile * kTile; }
 
 // kt (Dh, Tp) = x^T for x (T, Dh) with row stride ld; the padding columns keep what they
-// hold. In AVX-512 builds, head sizes of whole vectors go 16 x 16 at a time in registers:
-// element by element, K^T took most of a head's forward outside its products.
+// hold. Head sizes of whole vectors go 16 x 16 (AVX-512) or 8 x 8 (AVX2) at a time in
+// registers: element by element, K^T took most of a head's forward outside its products.
 template <int kDh>
 void transpose_head(float* __restrict kt, const float* __restrict x, int ld, int T, int dh) {
   const int Dh = kDh ? kDh : dh;
@@ -37,6 +38,28 @@ void transpose_head(float* __restrict kt, const float* __restrict x, int ld, int
           r[i] = i < rows ? _mm512_loadu_ps(x + int64_t(j0 + i) * ld + d0) : _mm512_setzero_ps();
         transpose16(r);
         for (int i = 0; i < 16; ++i) _mm512_mask_storeu_ps(kt + (d0 + i) * Tp + j0, live, r[i]);
+      }
+    }
+    return;
+  }
+#elif defined(__AVX2__)
+  if constexpr (kDh > 0 && kDh % 8 == 0) {
+    for (int j0 = 0; j0 < T; j0 += 8) {
+      const int rows = std::min(8, T - j0);
+      const __m256 live = _mm256_castsi256_ps(
+          _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+      for (int d0 = 0; d0 < kDh; d0 += 8) {
+        __m256 r[8];
+        for (int i = 0; i < 8; ++i)
+          r[i] = i < rows ? _mm256_loadu_ps(x + int64_t(j0 + i) * ld + d0) : _mm256_setzero_ps();
+        transpose8(r);
+        // The last columns blended into what the padding holds: masked stores are slow on
+        // some of these CPUs.
+        for (int i = 0; i < 8; ++i) {
+          float* to = kt + (d0 + i) * Tp + j0;
+          _mm256_storeu_ps(to,
+                           rows == 8 ? r[i] : _mm256_blendv_ps(_mm256_loadu_ps(to), r[i], live));
+        }
       }
     }
     return;
