@@ -230,8 +230,9 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
     if (hd.form == AttentionForm::additive) prepare_additive<kDh>(hd, q, q + D, 3 * D, true, w);
     if (!hd.additive_exps) transpose_head<kDh>(w.kt, q + D, 3 * D, T, Dh);  // K^T
   }
-#if defined(__AVX512F__)
-  if constexpr (kDh > 0 && kDh % 16 == 0) {
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  constexpr int kLanes = attention_short_tail::kLanes;
+  if constexpr (kDh > 0 && kDh % kLanes == 0) {
     if (in_registers<kDh>(hd) && hd.form != AttentionForm::additive &&
         attention_short_tail::forward_short_tail_head<kDh>(hd, o, att, rows, q + 2 * D, w))
       return;

@@ -5,14 +5,17 @@
 // registers hold fewer rows. The portable loops (attention_tiles.h) computed 64 score
 // columns for 49 tokens, stored them with their padding, read them back for the max, the
 // exps and the sum, and copied the weights out: the attention core was a third of an
-// evaluation at this level. Internal to src/nn (attention.cpp is the one user); only in
-// builds for AVX2 without AVX-512.
+// evaluation at this level. Rows whose last vector holds one or two tokens take their
+// scores from the whole vectors and from the tail's, made for all rows at once
+// (attention_short_tail.h drives them). Internal to src/nn (attention.cpp and
+// attention_short_tail.h are the users); only in builds for AVX2 without AVX-512.
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
 #include <immintrin.h>
 
 #include <cstdint>
 #include <limits>
 #include "minivit/kernels/isa.h"
+#include "minivit/kernels/transpose8.h"
 #include "minivit/kernels/vecmath.h"
 
 namespace minivit {
@@ -58,6 +61,25 @@ inline __m256i lanes_below(int limit, int v) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(limit - 8 * v), lane);
 }
 
+// inv[r] = 1 / the sum of sum[r]'s 8 lanes, in every lane, to fold_lanes's bits: two rows
+// share one fold and one division, in the two 128-bit halves of one vector (each row's
+// halves added, then lanes 2 apart, then neighbours), where a fold and a division per row
+// made a chain of latencies for each.
+template <int R>
+inline void inverse_row_sums(const __m256 (&sum)[R], __m256 (&inv)[R]) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int r = 0;
+  for (; r + 2 <= R; r += 2) {
+    __m256 v = _mm256_add_ps(_mm256_permute2f128_ps(sum[r], sum[r + 1], 0x20),
+                             _mm256_permute2f128_ps(sum[r], sum[r + 1], 0x31));
+    v = _mm256_add_ps(v, _mm256_permute_ps(v, 0x4E));
+    v = _mm256_div_ps(one, _mm256_add_ps(v, _mm256_permute_ps(v, 0xB1)));
+    inv[r] = _mm256_permute2f128_ps(v, v, 0x00);
+    inv[r + 1] = _mm256_permute2f128_ps(v, v, 0x11);
+  }
+  if (r < R) inv[r] = _mm256_div_ps(one, fold_lanes<false>(sum[r]));
+}
+
 // The rows a call of the functions below takes at V vectors a row, so that its R V
 // accumulators make enough independent chains of FMAs to cover their latency (about 8) and
 // still leave registers for the broadcasts and the exps' constants: one row of 49 tokens
@@ -65,19 +87,33 @@ inline __m256i lanes_below(int limit, int v) {
 constexpr int rows_per_call(int V) { return V <= 2 ? 4 : V <= 4 ? 2 : 1; }
 
 // acc (R, V vectors) = a (R, kDh; row stride lda) . the first 8 V columns of kt (kDh, ld_kt).
+// The sums run in a local array, copied to acc at the end: where the caller's array stays in
+// memory (its later loops index it), the compiler stored each sum to it on every step of d.
+// One vector of K^T is live at a time beside the R broadcasts, so that R V sums up to 12 fit
+// the 16 registers.
 template <int kDh, int V, int R>
 inline void rows_times_kt(__m256 (&acc)[R][V], const float* a, int lda, const float* kt,
                           int ld_kt) {
+  __m256 sum[R][V];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) sum[r][v] = _mm256_setzero_ps();
   for (int d = 0; d < kDh; ++d) {
-    __m256 k[V];
-    for (int v = 0; v < V; ++v) k[v] = _mm256_loadu_ps(kt + int64_t(d) * ld_kt + 8 * v);
-    for (int r = 0; r < R; ++r) {
-      const __m256 ad = _mm256_broadcast_ss(a + int64_t(r) * lda + d);
-      for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(ad, k[v], acc[r][v]);
+    __m256 ad[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) ad[r] = _mm256_broadcast_ss(a + int64_t(r) * lda + d);
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      const __m256 k = _mm256_loadu_ps(kt + int64_t(d) * ld_kt + 8 * v);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) sum[r][v] = _mm256_fmadd_ps(ad[r], k, sum[r][v]);
     }
   }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) acc[r][v] = sum[r][v];
 }
 
 // P (R, T; row stride T) = the softmax of each row of scores s (R, V vectors), whose lanes
@@ -89,6 +125,7 @@ template <int V, int R, bool kMaskOwn = false>
                                                 int diagonal = 0) {
   const __m256 lowest = _mm256_set1_ps(std::numeric_limits<float>::lowest());
   const __m256i live_last = lanes_below(T, V - 1);
+  __m256 row_sum[R], inv[R];
   for (int r = 0; r < R; ++r) {
     __m256 row_max = lowest;
     for (int v = 0; v < V; ++v) {
@@ -102,15 +139,18 @@ template <int V, int R, bool kMaskOwn = false>
       row_max = _mm256_max_ps(row_max, s[r][v]);
     }
     row_max = fold_lanes<true>(row_max);
-    __m256 row_sum = _mm256_setzero_ps();
+    row_sum[r] = _mm256_setzero_ps();
     for (int v = 0; v < V; ++v) {
       s[r][v] = exp_nonpositive(_mm256_sub_ps(s[r][v], row_max));
-      row_sum = _mm256_add_ps(row_sum, s[r][v]);
+      row_sum[r] = _mm256_add_ps(row_sum[r], s[r][v]);
     }
-    const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), fold_lanes<false>(row_sum));
+  }
+  inverse_row_sums(row_sum, inv);
+  for (int r = 0; r < R; ++r) {
     float* row = P + int64_t(r) * T;
-    for (int v = 0; v + 1 < V; ++v) _mm256_storeu_ps(row + 8 * v, _mm256_mul_ps(s[r][v], inv));
-    _mm256_maskstore_ps(row + 8 * (V - 1), live_last, _mm256_mul_ps(s[r][V - 1], inv));
+    for (int v = 0; v + 1 < V; ++v)
+      _mm256_storeu_ps(row + 8 * v, _mm256_mul_ps(s[r][v], inv[r]));
+    _mm256_maskstore_ps(row + 8 * (V - 1), live_last, _mm256_mul_ps(s[r][V - 1], inv[r]));
   }
 }
 
@@ -127,6 +167,124 @@ void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, int 
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) s[r][v] = _mm256_mul_ps(vscale, s[r][v]);
   softmax_rows<V, R, kMaskOwn>(P, s, T, diagonal);
+}
+
+// The tokens in the last of a row's score vectors when they are at most kMaxShortTail and
+// whole vectors come before them (T = 8 VF + 1 or 2: 17, 18, 33, 34, 49, 50 of the tokens
+// attention_short_tail.h takes); else 0. At 49 tokens the 7th vector holds one live lane,
+// and with it a row's 7 sums leave no registers for a second row's: one row a call read each
+// vector of K^T for 7 FMAs.
+constexpr int kMaxShortTail = 2;
+constexpr int short_tail(int T) {
+  return T > 8 && T <= 8 * kMaxVectors && T % 8 <= kMaxShortTail ? T % 8 : 0;
+}
+
+// Rows a call of score_softmax_rows_tail at VF whole vectors a row: its R VF sums and a
+// broadcast within the 16 registers (two rows of 49 tokens, four of 17), R NT tail scores
+// within a vector. Divides 4 (attention_tiles::kRows).
+constexpr int tail_rows_per_call(int VF) { return VF <= 2 ? 4 : 2; }
+
+// tail (NT, Tp) = scale * the scores of every row of the head (< T) against each of its NT
+// short-tail tokens T - NT, ..., T - 1, for q (T, kDh; row stride ldq) and kt = K^T (kDh,
+// Tp): 8 rows a vector, turned into columns in registers, each score summed over d in the
+// order rows_times_kt sums it, so that it has the same bits. With kMaskOwn, each tail
+// token's score against itself is the lowest float, as score_softmax_rows masks it.
+template <int kDh, int NT, bool kMaskOwn = false>
+void tail_scores(float* tail, const float* q, int ldq, const float* kt, int T, int Tp,
+                 float scale) {
+  static_assert(kDh % 8 == 0, "head sizes of whole vectors");
+  static_assert(NT >= 1 && NT <= kMaxShortTail);
+  const int first = T - NT;
+  for (int i0 = 0; i0 < T; i0 += 8) {
+    const int rows = T - i0 < 8 ? T - i0 : 8;
+    __m256 acc[NT];
+    for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
+    for (int d0 = 0; d0 < kDh; d0 += 8) {
+      __m256 columns[8];
+      for (int i = 0; i < 8; ++i)
+        columns[i] = i < rows ? _mm256_loadu_ps(q + int64_t(i0 + i) * ldq + d0)
+                              : _mm256_setzero_ps();
+      transpose8(columns);
+      for (int d = 0; d < 8; ++d)
+        for (int j = 0; j < NT; ++j)
+          acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(kt[(d0 + d) * Tp + first + j]), columns[d],
+                                   acc[j]);
+    }
+    for (int j = 0; j < NT; ++j)
+      _mm256_storeu_ps(tail + j * Tp + i0, _mm256_mul_ps(_mm256_set1_ps(scale), acc[j]));
+  }
+  if constexpr (kMaskOwn)
+    for (int j = 0; j < NT; ++j) tail[j * Tp + first + j] = std::numeric_limits<float>::lowest();
+}
+
+// score_softmax_rows for T = 8 VF + NT tokens, NT <= kMaxShortTail (short_tail), and R rows
+// (R NT <= 8): the VF whole vectors from the products, and the NT last tokens' scores from
+// `tail` (NT rows of stride Tp; element r of row j is query row r's score against token
+// 8 VF + j), which tail_scores made for the whole head at once; kt = K^T (kDh, Tp). The R NT
+// tail scores share one vector (lane j R + r) for their exps. Every value rounds as
+// score_softmax_rows rounds it: the sums take the tail's exps and the padding lanes' (each
+// exp(-87), the clamp of exp_nonpositive) in the lanes and the order that path adds them.
+// With kMaskOwn, row r's own token is diagonal + r: masked here when it lies in a whole
+// vector, by tail_scores<..., true> when it lies in the tail.
+template <int kDh, int VF, int R, int NT, bool kMaskOwn = false>
+void score_softmax_rows_tail(float* P, const float* q, int ldq, const float* kt, float scale,
+                             int T, const float* tail, int Tp, int diagonal = 0) {
+  static_assert(NT >= 1 && NT <= kMaxShortTail && VF >= 1 && VF < kMaxVectors && R * NT <= 8);
+  __m256 s[R][VF];
+  rows_times_kt<kDh, VF, R>(s, q, ldq, kt, Tp);
+  const __m256 vscale = _mm256_set1_ps(scale);
+  const __m256 lowest = _mm256_set1_ps(std::numeric_limits<float>::lowest());
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  auto lanes_equal = [&](int l) {
+    return _mm256_castsi256_ps(_mm256_cmpeq_epi32(lane, _mm256_set1_epi32(l)));
+  };
+  // Lane j R + r: row r's score against tail token j, less the row's max; built in
+  // registers, as a store of lanes read back as a vector stalls the load.
+  __m256 tail_s = _mm256_setzero_ps(), row_max[R];
+  for (int r = 0; r < R; ++r) {
+    row_max[r] = lowest;
+    for (int v = 0; v < VF; ++v) {
+      s[r][v] = _mm256_mul_ps(vscale, s[r][v]);
+      if constexpr (kMaskOwn)
+        s[r][v] = _mm256_blendv_ps(s[r][v], lowest, lanes_equal(diagonal + r - 8 * v));
+      row_max[r] = _mm256_max_ps(row_max[r], s[r][v]);
+    }
+    for (int j = 0; j < NT; ++j)  // the max is exact: any order gives score_softmax_rows's
+      row_max[r] = _mm256_max_ps(row_max[r], _mm256_broadcast_ss(tail + j * Tp + r));
+    row_max[r] = fold_lanes<true>(row_max[r]);
+    for (int j = 0; j < NT; ++j)
+      tail_s = _mm256_blendv_ps(
+          tail_s, _mm256_sub_ps(_mm256_broadcast_ss(tail + j * Tp + r), row_max[r]),
+          lanes_equal(j * R + r));
+  }
+  tail_s = exp_nonpositive(tail_s);
+  const __m256 padding_exp = exp_nonpositive(_mm256_set1_ps(-87.0f));
+  const __m256 in_tail = _mm256_castsi256_ps(lanes_below(NT, 0));
+  __m256 last[R], row_sum[R], inv[R];
+  for (int r = 0; r < R; ++r) {
+    row_sum[r] = _mm256_setzero_ps();
+    for (int v = 0; v < VF; ++v) {
+      s[r][v] = exp_nonpositive(_mm256_sub_ps(s[r][v], row_max[r]));
+      row_sum[r] = _mm256_add_ps(row_sum[r], s[r][v]);
+    }
+    // The last vector's exps: row r's tail exps (lanes j R + r) in lanes 0 .. NT-1, then
+    // padding.
+    const __m256i lanes_of_row = _mm256_add_epi32(_mm256_mullo_epi32(lane, _mm256_set1_epi32(R)),
+                                                  _mm256_set1_epi32(r));
+    last[r] = _mm256_blendv_ps(padding_exp, _mm256_permutevar8x32_ps(tail_s, lanes_of_row),
+                               in_tail);
+    row_sum[r] = _mm256_add_ps(row_sum[r], last[r]);
+  }
+  inverse_row_sums(row_sum, inv);
+  for (int r = 0; r < R; ++r) {
+    float* row = P + int64_t(r) * T;
+    for (int v = 0; v < VF; ++v) _mm256_storeu_ps(row + 8 * v, _mm256_mul_ps(s[r][v], inv[r]));
+    const __m128 tail_p = _mm256_castps256_ps128(_mm256_mul_ps(last[r], inv[r]));
+    if constexpr (NT == 1)
+      _mm_store_ss(row + 8 * VF, tail_p);
+    else
+      _mm_storel_pi(reinterpret_cast<__m64*>(row + 8 * VF), tail_p);
+  }
 }
 
 // P (R, T; row stride T) = the softmax of R rows of additive scores, sum_d v_d tanh(q_rd +

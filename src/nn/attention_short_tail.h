@@ -1,11 +1,12 @@
 #pragma once
-// The forward of a head whose rows end in a short tail (attention_avx512.h's short_tail: 17,
-// 18, 33, 34, 49 or 50 tokens) at head sizes of whole vectors: the tail tokens' scores for
-// every row at once, then the rows 8 .. 5 at a time. Internal to src/nn (attention.cpp is
-// the one user); only in builds for AVX-512.
-#if defined(__AVX512F__)
+// The forward of a head whose rows end in a short tail (short_tail of attention_avx512.h or
+// attention_avx2.h: 17, 18, 33, 34, 49 or 50 tokens) at head sizes of whole vectors: the tail
+// tokens' scores for every row at once, then the rows a few at a time. Internal to src/nn
+// (attention.cpp is the one user); only in builds for AVX-512 or AVX2.
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <cstdint>
 
+#include "attention_avx2.h"
 #include "attention_avx512.h"
 #include "attention_head.h"
 #include "attention_tiles.h"
@@ -23,39 +24,61 @@ using attention_tiles::kRows;
 using attention_tiles::padded_tokens;
 using attention_tiles::rows_times_x;
 
-// Rows i0 .. i0+R-1 (R <= 8) of a head in registers whose rows end in a short tail of NT
-// tokens after VF whole vectors (attention_avx512.h), its tail scores in w.tail; kMaskOwn
-// masks each row's own token (masks_own_token).
+#if defined(__AVX512F__)
+namespace level = attention_avx512;
+constexpr int kLanes = 16;
+#else
+namespace level = attention_avx2;
+constexpr int kLanes = 8;
+#endif
+
+// Rows i0 .. i0+R-1 of a head in registers whose rows end in a short tail of NT tokens
+// after VF whole vectors, its tail scores in w.tail, their scores in calls of kCall rows (R
+// at the AVX-512 level, level::tail_rows_per_call at AVX2's); kMaskOwn masks each row's own
+// token (masks_own_token).
 template <int kDh, int R, int VF, int NT, bool kMaskOwn>
 void forward_rows_short_tail(int i0, const Head& hd, float* out, float* att, QueryRows q,
                              const float* v, HeadScratch& w) {
   const int T = hd.T, D = hd.D;
-  float* P = att + hd.att_offset + int64_t(i0) * T;
-  const float* qi = q.rows + int64_t(i0) * q.ld;
-  attention_avx512::score_softmax_rows_tail<kDh, VF, R, NT, kMaskOwn>(
-      P, qi, q.ld, w.kt, hd.scale, T, w.tail + i0, padded_tokens(T), i0);
-  rows_times_x<kDh, R>(out + int64_t(i0) * D, D, P, T, v, 3 * D, T, false);
+#if defined(__AVX512F__)
+  constexpr int kCall = R;
+#else
+  constexpr int kCall = R < level::tail_rows_per_call(VF) ? R : level::tail_rows_per_call(VF);
+#endif
+  static_assert(R % kCall == 0);
+  for (int r = i0; r < i0 + R; r += kCall)
+    level::score_softmax_rows_tail<kDh, VF, kCall, NT, kMaskOwn>(
+        att + hd.att_offset + int64_t(r) * T, q.rows + int64_t(r) * q.ld, q.ld, w.kt, hd.scale,
+        T, w.tail + r, padded_tokens(T), r);
+  rows_times_x<kDh, R>(out + int64_t(i0) * D, D, att + hd.att_offset + int64_t(i0) * T, T, v,
+                       3 * D, T, false);
 }
 
-// Rows a call for a head of T tokens with a short tail: a single row's call runs its sums as
-// dependent chains, at about a third of the rate of a call of four, so the most rows of 8 .. 5
-// that divide T, leaving none over (49 = 7 x 7 and 50 = 5 x 10 tokens: 28-pixel images in
-// 4-pixel patches, without and with a CLS token); else kRows, then one at a time.
+// Rows a call for a head of T tokens with a short tail. At the AVX-512 level, where a single
+// row's call runs its sums as dependent chains, at about a third of the rate of a call of
+// four: the most rows of 8 .. 5 that divide T, leaving none over (49 = 7 x 7 and 50 = 5 x 10
+// tokens: 28-pixel images in 4-pixel patches, without and with a CLS token); else, and at
+// the AVX2 level, whose registers hold fewer rows, kRows, then one at a time.
 constexpr int short_tail_rows_per_call(int T) {
+#if defined(__AVX512F__)
   for (int r = 8; r >= 5; --r)
     if (T % r == 0) return r;
+#else
+  (void)T;
+#endif
   return kRows;
 }
 
-// Every row of a head of T tokens, T % 16 of them in the short tail, after its tail scores.
+// Every row of a head of T tokens, level::short_tail(T) of them in the short tail, after
+// their scores.
 template <int kDh, int T, bool kMaskOwn>
 void forward_rows_of_short_tail_head(const Head& hd, float* out, float* att, QueryRows q,
                                      const float* v, HeadScratch& w) {
-  constexpr int NT = attention_avx512::short_tail(T), VF = T / 16;
+  constexpr int NT = level::short_tail(T), VF = T / kLanes;
   constexpr int R = short_tail_rows_per_call(T);
   static_assert(NT > 0, "a token count with a short tail");
-  attention_avx512::tail_scores<kDh, NT, kMaskOwn>(w.tail, q.rows, q.ld, w.kt, T,
-                                                   padded_tokens(T), hd.scale);
+  level::tail_scores<kDh, NT, kMaskOwn>(w.tail, q.rows, q.ld, w.kt, T, padded_tokens(T),
+                                        hd.scale);
   int i = 0;
   for (; i + R <= T; i += R)
     forward_rows_short_tail<kDh, R, VF, NT, kMaskOwn>(i, hd, out, att, q, v, w);

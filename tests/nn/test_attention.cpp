@@ -453,43 +453,63 @@ TEST_CASE("additive attention beyond the exps' bound: finite, and right in both 
   }
 }
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include "../../src/nn/attention_avx2.h"
 #include "../../src/nn/attention_avx512.h"
 
 namespace {
 
-// Rows of T = 16 (V - 1) + NT tokens through both register paths of attention_avx512.h:
-// the whole last vector from the products, and the short tail from scores made for every
-// row at once; with kMaskOwn, each row's own token masked as locality self-attention masks
-// it, in a whole vector or in the tail. The second is only a cheaper way to the first's
-// values: bit for bit.
+#if defined(__AVX512F__)
+namespace level = attention_avx512;
+constexpr int kLanes = 16;
+#else
+namespace level = attention_avx2;
+constexpr int kLanes = 8;
+#endif
+
+// R rows of score_softmax_rows at V vectors a row, kt = K^T (kDh, Tp).
+template <int kDh, int V, int R, bool kMaskOwn>
+void whole_vector_rows(float* P, const float* q, const float* kt, int Tp, float scale, int T,
+                       int diagonal) {
+#if defined(__AVX512F__)
+  (void)Tp;
+  level::score_softmax_rows<kDh, V, R, kMaskOwn>(P, q, kDh, kt, scale, T, diagonal);
+#else
+  level::score_softmax_rows<kDh, V, R, kMaskOwn>(P, q, kDh, kt, Tp, scale, T, diagonal);
+#endif
+}
+
+// Rows of T = kLanes (V - 1) + NT tokens through both register paths of the level
+// (attention_avx512.h or attention_avx2.h): the whole last vector from the products, and the
+// short tail from scores made for every row at once; with kMaskOwn, each row's own token
+// masked as locality self-attention masks it, in a whole vector or in the tail. The second is
+// only a cheaper way to the first's values: bit for bit.
 template <int kDh, int V, int NT, int R = 4, bool kMaskOwn = false>
 void check_short_tail(float spread) {
-  constexpr int T = 16 * (V - 1) + NT, Tp = 16 * V;
+  constexpr int T = kLanes * (V - 1) + NT, Tp = (T + 15) / 16 * 16;  // padded_tokens
   INFO("Dh " << kDh << ", " << T << " tokens, " << R << " rows a call, own token masked "
              << kMaskOwn);
-  static_assert(attention_avx512::short_tail(T) == NT);
+  static_assert(level::short_tail(T) == NT);
   const auto q = random_vector(T * kDh, spread, 70 + T), k = random_vector(T * kDh, spread, 71 + T);
   std::vector<float> kt(kDh * Tp, 0.0f), tail(2 * Tp);
   for (int j = 0; j < T; ++j)
     for (int d = 0; d < kDh; ++d) kt[d * Tp + j] = k[j * kDh + d];
   const float scale = 1.0f / std::sqrt(float(kDh));
-  attention_avx512::tail_scores<kDh, NT, kMaskOwn>(tail.data(), q.data(), kDh, kt.data(), T, Tp,
-                                                   scale);
+  level::tail_scores<kDh, NT, kMaskOwn>(tail.data(), q.data(), kDh, kt.data(), T, Tp, scale);
   std::vector<float> whole(T * T), short_tail(T * T);
   int i = 0;
   for (; i + 4 <= T; i += 4)
-    attention_avx512::score_softmax_rows<kDh, V, 4, kMaskOwn>(
-        whole.data() + i * T, q.data() + i * kDh, kDh, kt.data(), scale, T, i);
+    whole_vector_rows<kDh, V, 4, kMaskOwn>(whole.data() + i * T, q.data() + i * kDh, kt.data(),
+                                           Tp, scale, T, i);
   for (; i < T; ++i)
-    attention_avx512::score_softmax_rows<kDh, V, 1, kMaskOwn>(
-        whole.data() + i * T, q.data() + i * kDh, kDh, kt.data(), scale, T, i);
+    whole_vector_rows<kDh, V, 1, kMaskOwn>(whole.data() + i * T, q.data() + i * kDh, kt.data(),
+                                           Tp, scale, T, i);
   for (i = 0; i + R <= T; i += R)
-    attention_avx512::score_softmax_rows_tail<kDh, V - 1, R, NT, kMaskOwn>(
+    level::score_softmax_rows_tail<kDh, V - 1, R, NT, kMaskOwn>(
         short_tail.data() + i * T, q.data() + i * kDh, kDh, kt.data(), scale, T,
         tail.data() + i, Tp, i);
   for (; i < T; ++i)
-    attention_avx512::score_softmax_rows_tail<kDh, V - 1, 1, NT, kMaskOwn>(
+    level::score_softmax_rows_tail<kDh, V - 1, 1, NT, kMaskOwn>(
         short_tail.data() + i * T, q.data() + i * kDh, kDh, kt.data(), scale, T,
         tail.data() + i, Tp, i);
   for (int e = 0; e < T * T; ++e) {
@@ -504,6 +524,7 @@ void check_short_tail(float spread) {
 TEST_CASE("attention rows with one or two tokens in their last vector round as whole vectors",
           "[layers][attention]") {
   for (float spread : {1.0f, 4.0f}) {  // 4: scores tens apart, exps near the clamp
+#if defined(__AVX512F__)
     check_short_tail<16, 4, 1, 7>(spread);  // the default model's 49 patches, 7 rows a call
     check_short_tail<16, 4, 2, 5>(spread);  // and its CLS token, 5 rows a call
     check_short_tail<16, 4, 1>(spread);
@@ -517,6 +538,23 @@ TEST_CASE("attention rows with one or two tokens in their last vector round as w
     check_short_tail<16, 4, 2, 5, true>(spread);
     check_short_tail<16, 2, 2, 6, true>(spread);
     check_short_tail<32, 3, 1, 4, true>(spread);
+#else
+    check_short_tail<16, 7, 1, 2>(spread);  // the default model's 49 patches, 2 rows a call
+    check_short_tail<16, 7, 2, 2>(spread);  // and its CLS token
+    check_short_tail<16, 7, 1>(spread);
+    check_short_tail<16, 7, 2>(spread);
+    check_short_tail<16, 3, 1>(spread);  // 17 tokens, 4 rows a call
+    check_short_tail<16, 3, 2, 1>(spread);
+    check_short_tail<8, 5, 1, 2>(spread);
+    check_short_tail<24, 5, 2, 2>(spread);
+    check_short_tail<32, 5, 2, 2>(spread);
+    check_short_tail<48, 3, 2>(spread);
+    check_short_tail<64, 5, 1, 2>(spread);
+    check_short_tail<16, 7, 1, 2, true>(spread);  // lsa: the last own token in the tail
+    check_short_tail<16, 7, 2, 2, true>(spread);
+    check_short_tail<16, 3, 2, 4, true>(spread);
+    check_short_tail<32, 5, 1, 2, true>(spread);
+#endif
   }
 }
 #endif
