@@ -454,18 +454,12 @@ TEST_CASE("additive attention beyond the exps' bound: finite, and right in both 
 }
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include "../../src/nn/attention_avx2.h"
-#include "../../src/nn/attention_avx512.h"
+#include "../../src/nn/attention_short_tail.h"
 
 namespace {
 
-#if defined(__AVX512F__)
-namespace level = attention_avx512;
-constexpr int kLanes = 16;
-#else
-namespace level = attention_avx2;
-constexpr int kLanes = 8;
-#endif
+namespace level = attention_short_tail::level;
+using attention_short_tail::kLanes;
 
 // R rows of score_softmax_rows at V vectors a row, kt = K^T (kDh, Tp).
 template <int kDh, int V, int R, bool kMaskOwn>
