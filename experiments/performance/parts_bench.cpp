@@ -1,8 +1,8 @@
-// Times three parts of the training step alone, on one thread, at the shapes the configs
+// Times four parts of the training step alone, on one thread, at the shapes the configs
 // give them: minivit's products beside OpenBLAS's, the attention core's forward and
-// backward, and GELU with its slope. Each figure is the best of many short rounds, which on
-// a shared machine moves far less than a whole step: the figures for changes too small for
-// `bench` to see.
+// backward, GELU with its slope, and LayerNorm's forward and input gradient. Each figure is
+// the best of many short rounds, which on a shared machine moves far less than a whole
+// step: the figures for changes too small for `bench` to see.
 //
 //   build/parts-bench [--isa x86_64|avx2|avx512] [--rounds N]
 //
@@ -38,6 +38,11 @@ namespace minivit {
   int64_t attention_scratch_floats(int T, int Dh);                                            \
   int64_t attention_score_grad_floats(int B, int H, int Dh);                                  \
   void gelu_and_slope(float* gelu_out, float* x, int n);                                      \
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,              \
+                         const float* weight, const float* bias, int R, int D);               \
+  void layernorm_backward_input(float* dinp, const float* dout, const float* inp,             \
+                                const float* weight, const float* mean, const float* rstd,    \
+                                int R, int D, const float* dinp_base);                        \
   }
 MINIVIT_DECLARE_PARTS(isa_x86_64)
 MINIVIT_DECLARE_PARTS(isa_avx2)
@@ -166,6 +171,31 @@ void time_gelu(Level level, int rounds) {
   }
 }
 
+// LayerNorm at width 64 over one chunk's rows (8 images: 14 kept tokens in the default
+// config's training, 49 in its evaluation), as a block calls it; the input gradient adds
+// into the residual's gradient.
+template <typename Level>
+void time_layernorm(Level level, int rounds) {
+  const int D = 64;
+  std::printf("LayerNorm at width %d, ns a row (forward, input gradient), by the rows of a call:\n",
+              D);
+  for (int rows : {112, 392}) {
+    const auto x = random_floats(size_t(rows) * D, 6, 2.0f);
+    const auto dy = random_floats(size_t(rows) * D, 7);
+    const auto w = random_floats(D, 8), b = random_floats(D, 9);
+    std::vector<float> y(size_t(rows) * D), dx(size_t(rows) * D), mean(rows), rstd(rows);
+    const double forward = best_seconds(rounds, [&] {
+      level.layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(),
+                              rows, D);
+    });
+    const double backward = best_seconds(rounds, [&] {
+      level.layernorm_backward_input(dx.data(), dy.data(), x.data(), w.data(), mean.data(),
+                                     rstd.data(), rows, D, dy.data());
+    });
+    std::printf("  %5d  %6.2f  %6.2f\n", rows, forward / rows * 1e9, backward / rows * 1e9);
+  }
+}
+
 // One level's functions, for the templates above.
 #define MINIVIT_PARTS_OF(name, level)                                           \
   struct name {                                                                 \
@@ -176,6 +206,9 @@ void time_gelu(Level level, int rounds) {
     decltype(&level::attention_score_grad_floats) score_grad_floats =           \
         &level::attention_score_grad_floats;                                    \
     decltype(&level::gelu_and_slope) gelu = &level::gelu_and_slope;             \
+    decltype(&level::layernorm_forward) layernorm_forward = &level::layernorm_forward; \
+    decltype(&level::layernorm_backward_input) layernorm_backward_input =       \
+        &level::layernorm_backward_input;                                       \
   };
 MINIVIT_PARTS_OF(X86_64Parts, isa_x86_64)
 MINIVIT_PARTS_OF(Avx2Parts, isa_avx2)
@@ -187,12 +220,13 @@ void time_parts(Level level, GemmKernels kernels, int rounds) {
   time_products(kernels, rounds);
   time_attention(level, rounds);
   time_gelu(level, rounds);
+  time_layernorm(level, rounds);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("Time minivit's products, attention core and GELU alone, on one thread.");
+  CLI::App app("Time minivit's products, attention core, GELU and LayerNorm alone, on one thread.");
   const Isa best = best_isa();
   std::string isa = best == Isa::avx512 ? "avx512" : best == Isa::avx2 ? "avx2" : "x86_64";
   int rounds = 40;

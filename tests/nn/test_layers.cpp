@@ -123,33 +123,41 @@ TEST_CASE("layernorm normalises each row with eps 1e-6", "[layers][layernorm]") 
   for (float v : yc) CHECK(v == 0.0f);
 }
 
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+// The sums of one row as the vector builds have always rounded them: one vector's lanes (16
+// in AVX-512 builds, 8 in AVX2 ones), lane k summing elements k, k + lanes, ... in order,
+// then the lanes in order from 0; the squares by fused multiply-adds.
 #if defined(__AVX512F__)
-// The sums of one row as AVX-512 builds have always rounded them: 16 lanes, lane k summing
-// elements k, k + 16, ... in order, then the lanes in order from 0; the squares by fused
-// multiply-adds.
+constexpr int kRowLanes = 16;
+#else
+constexpr int kRowLanes = 8;
+#endif
 struct RowInLanes {
   float mean, rstd;
 };
 RowInLanes row_in_lanes(const float* x, int D) {
-  float lanes[16] = {};
-  for (int i = 0; i < D; ++i) lanes[i % 16] += x[i];
+  float lanes[kRowLanes] = {};
+  for (int i = 0; i < D; ++i) lanes[i % kRowLanes] += x[i];
   float sum = 0.0f;
   for (float lane : lanes) sum += lane;
   const float m = sum / float(D);
-  std::fill_n(lanes, 16, 0.0f);
-  for (int i = 0; i < D; ++i) lanes[i % 16] = std::fma(x[i] - m, x[i] - m, lanes[i % 16]);
+  std::fill_n(lanes, kRowLanes, 0.0f);
+  for (int i = 0; i < D; ++i)
+    lanes[i % kRowLanes] = std::fma(x[i] - m, x[i] - m, lanes[i % kRowLanes]);
   float var = 0.0f;
   for (float lane : lanes) var += lane;
   return {m, 1.0f / std::sqrt(var / float(D) + kLayerNormEps)};
 }
+#define MINIVIT_TEST_ROW_IN_LANES 1
 #endif
 
-// AVX-512 builds normalise sixteen rows at once where D is a multiple of 16. Each row must
-// round as it does alone, and (AVX-512) as its sums in 16 lanes round.
+// The vector builds normalise a vector's width of rows at once (16 in AVX-512 builds, 8 in
+// AVX2 ones) where D is a multiple of it. Each row must round as it does alone, and as its
+// sums in those lanes round.
 TEST_CASE("layernorm rounds each row as it rounds alone, whatever rows come with it",
           "[layers][layernorm]") {
   for (int D : {16, 64, 96, 40}) {
-    const int R = 37;  // two blocks of 16 and five rows
+    const int R = 37;  // blocks of 16 (AVX-512) or 8 (AVX2) and rows over
     auto x = random_vector(R * D, 3.0f, 11 + D);
     for (int i = 0; i < R * D; i += 7) x[i] += 1000.0f;  // sums that round
     const auto w = random_vector(D, 1.0f, 12), b = random_vector(D, 1.0f, 13);
@@ -163,8 +171,8 @@ TEST_CASE("layernorm rounds each row as it rounds alone, whatever rows come with
       REQUIRE(mean[r] == m);
       REQUIRE(rstd[r] == s);
       for (int i = 0; i < D; ++i) REQUIRE(y[r * D + i] == alone[i]);
-#if defined(__AVX512F__)
-      if (D % 16 == 0) {
+#if defined(MINIVIT_TEST_ROW_IN_LANES)
+      if (D % kRowLanes == 0) {
         const RowInLanes expected = row_in_lanes(x.data() + r * D, D);
         REQUIRE(m == expected.mean);
         REQUIRE(s == expected.rstd);
@@ -175,6 +183,49 @@ TEST_CASE("layernorm rounds each row as it rounds alone, whatever rows come with
     }
   }
 }
+
+#if defined(MINIVIT_TEST_ROW_IN_LANES)
+// The input gradient's two row sums in lanes as row_in_lanes's, every other operation as
+// the compiler fuses the row loop of layernorm.cpp: each row's gradient must round so,
+// whatever rows come with it.
+TEST_CASE("layernorm's input gradient rounds each row as the row loop does",
+          "[layers][layernorm]") {
+  for (int D : {16, 64, 96}) {
+    if (D % kRowLanes) continue;
+    const int R = 37;
+    auto x = random_vector(R * D, 3.0f, 31 + D), dy = random_vector(R * D, 1.0f, 32 + D),
+         base = random_vector(R * D, 1.0f, 33 + D);
+    for (int i = 0; i < R * D; i += 7) x[i] += 1000.0f;
+    const auto w = random_vector(D, 1.0f, 34);
+    std::vector<float> y(R * D), mean(R), rstd(R), dx(R * D);
+    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), R, D);
+    layernorm_backward_input(dx.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                             R, D, base.data());
+    for (int r = 0; r < R; ++r) {
+      INFO("D " << D << ", row " << r);
+      const float m = mean[r], s = rstd[r];
+      const float* xr = x.data() + r * D;
+      const float* dyr = dy.data() + r * D;
+      float sum_lanes[kRowLanes] = {}, product_lanes[kRowLanes] = {};
+      for (int i = 0; i < D; ++i) {
+        const float xhat = (xr[i] - m) * s, dxhat = dyr[i] * w[i];
+        sum_lanes[i % kRowLanes] += dxhat;
+        product_lanes[i % kRowLanes] = std::fma(xhat, dxhat, product_lanes[i % kRowLanes]);
+      }
+      float a = 0.0f, b = 0.0f;
+      for (int k = 0; k < kRowLanes; ++k) a += sum_lanes[k];
+      for (int k = 0; k < kRowLanes; ++k) b += product_lanes[k];
+      a /= float(D);
+      b /= float(D);
+      for (int i = 0; i < D; ++i) {
+        const float xhat = (xr[i] - m) * s;
+        const float t = std::fma(dyr[i], w[i], -a);
+        REQUIRE(dx[r * D + i] == std::fma(std::fma(-xhat, b, t), s, base[r * D + i]));
+      }
+    }
+  }
+}
+#endif
 
 TEST_CASE("layernorm backward matches finite differences", "[layers][layernorm][grad]") {
   const int R = 6, D = 8;
