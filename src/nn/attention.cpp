@@ -241,6 +241,10 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
   int i = 0;
   for (; i + kRows <= T; i += kRows)
     forward_rows<kDh, kRows>(i, hd, o, att, att_mask, rows, q + 2 * D, dropout_key, w);
+  if constexpr (kPairLeftRows) {
+    for (; i + 2 <= T; i += 2)
+      forward_rows<kDh, 2>(i, hd, o, att, att_mask, rows, q + 2 * D, dropout_key, w);
+  }
   for (; i < T; ++i) forward_rows<kDh, 1>(i, hd, o, att, att_mask, rows, q + 2 * D, dropout_key, w);
 }
 
@@ -278,6 +282,13 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
   int i = 0;
   for (; i + kRows <= T; i += kRows)
     backward_rows<kDh, kRows>(i, hd, dq, dO, rows, k, att, att_mask, dscore, w);
+  // The additive form's backward sums its gradients over each call's rows before it adds
+  // them on, so its rows keep the calls they had, and with them its bits.
+  if constexpr (kPairLeftRows) {
+    if (hd.form != AttentionForm::additive)
+      for (; i + 2 <= T; i += 2)
+        backward_rows<kDh, 2>(i, hd, dq, dO, rows, k, att, att_mask, dscore, w);
+  }
   for (; i < T; ++i) backward_rows<kDh, 1>(i, hd, dq, dO, rows, k, att, att_mask, dscore, w);
 
   if (hd.form == AttentionForm::cosine) {

@@ -17,6 +17,14 @@ namespace attention_tiles {
 
 constexpr int kTile = 16;  // score columns per step
 constexpr int kRows = 4;   // query rows per step: independent sums keep the FMA units busy
+// Whether two of the rows left after the steps of kRows share a step. A row alone runs its
+// sums as one dependent chain: at 14 tokens (12 + 2) the AVX2 level's two lone rows took
+// as long as half the other twelve. AVX-512 builds, not measured with it, keep one at a time.
+#if defined(__AVX2__) && !defined(__AVX512F__)
+constexpr bool kPairLeftRows = true;
+#else
+constexpr bool kPairLeftRows = false;
+#endif
 
 inline int padded_tokens(int T) { return (T + kTile - 1) / kTile * kTile; }
 
