@@ -106,21 +106,86 @@ void rows_times_kt(float* __restrict rows, const float* __restrict a, int lda,
   });
 }
 
+// Even and odd j in separate sums: with one, a 16-wide head gave R chains of dependent
+// FMAs, too few to cover the FMA latency (7% of a training step's samples). Where 2 R kDh
+// floats would fill AVX2's 16 registers, one sum: R kDh / 8 chains are enough there, and
+// the two spilled to the stack on every j.
+template <int kDh, int R>
+constexpr bool two_sums() {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  return R * kDh <= 48;
+#else
+  return true;
+#endif
+}
+
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+MINIVIT_INTRINSICS_BEGIN
+// rows_times_x (below) at the AVX2 level for head sizes of whole vectors: the same sums, in
+// ymm registers named as such. From a local float array GCC cleared the array in memory
+// (`rep stos`, a quarter of the samples of a 4-row call at head size 16) and stored the
+// sums back through it before copying them out.
+template <int kDh, int R>
+void rows_times_x_in_vectors(float* __restrict out, int ldo, const float* __restrict w,
+                             int ldw, const float* __restrict x, int ldx, int T, bool add) {
+  constexpr int kV = kDh / 8;
+  constexpr bool kTwoSums = two_sums<kDh, R>();
+  __m256 acc[R][kV], acc_odd[R][kV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < kV; ++v) acc[r][v] = acc_odd[r][v] = _mm256_setzero_ps();
+  int j = 0;
+  if constexpr (kTwoSums) {
+    for (; j + 1 < T; j += 2) {
+      const float* xj = x + int64_t(j) * ldx;
+      const float* xk = xj + ldx;
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256 wr = _mm256_broadcast_ss(w + int64_t(r) * ldw + j);
+        const __m256 wk = _mm256_broadcast_ss(w + int64_t(r) * ldw + j + 1);
+#pragma GCC unroll 8
+        for (int v = 0; v < kV; ++v) {
+          acc[r][v] = _mm256_fmadd_ps(wr, _mm256_loadu_ps(xj + 8 * v), acc[r][v]);
+          acc_odd[r][v] = _mm256_fmadd_ps(wk, _mm256_loadu_ps(xk + 8 * v), acc_odd[r][v]);
+        }
+      }
+    }
+  }
+  for (; j < T; ++j) {  // every j with one sum; the last odd one with two
+    const float* xj = x + int64_t(j) * ldx;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 wr = _mm256_broadcast_ss(w + int64_t(r) * ldw + j);
+#pragma GCC unroll 8
+      for (int v = 0; v < kV; ++v)
+        acc[r][v] = _mm256_fmadd_ps(wr, _mm256_loadu_ps(xj + 8 * v), acc[r][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    float* o = out + int64_t(r) * ldo;
+#pragma GCC unroll 8
+    for (int v = 0; v < kV; ++v) {
+      const __m256 sum = kTwoSums ? _mm256_add_ps(acc[r][v], acc_odd[r][v]) : acc[r][v];
+      _mm256_storeu_ps(o + 8 * v, add ? _mm256_add_ps(_mm256_loadu_ps(o + 8 * v), sum) : sum);
+    }
+  }
+}
+MINIVIT_INTRINSICS_END
+#endif
+
 // out (R, Dh; row stride ldo) (+)= w (R, T; row stride ldw) . x (T, Dh; row stride ldx).
 // The sums live in a local array the compiler keeps in registers.
 template <int kDh, int R>
 void rows_times_x(float* __restrict out, int ldo, const float* __restrict w, int ldw,
                   const float* __restrict x, int ldx, int T, bool add) {
   static_assert(kDh > 0, "a compiled head size");
-  // Even and odd j in separate sums: with one, a 16-wide head gave R chains of dependent
-  // FMAs, too few to cover the FMA latency (7% of a training step's samples). Where 2 R kDh
-  // floats would fill AVX2's 16 registers, one sum: R kDh / 8 chains are enough there, and
-  // the two spilled to the stack on every j.
-#if defined(__AVX2__) && !defined(__AVX512F__)
-  constexpr bool kTwoSums = R * kDh <= 48;
-#else
-  constexpr bool kTwoSums = true;
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+  if constexpr (kDh % 8 == 0)
+    return rows_times_x_in_vectors<kDh, R>(out, ldo, w, ldw, x, ldx, T, add);
 #endif
+  constexpr bool kTwoSums = two_sums<kDh, R>();
   float acc[R][kDh] = {}, acc_odd[R][kDh] = {};
   int j = 0;
   if constexpr (kTwoSums) {
