@@ -282,8 +282,8 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
   int i = 0;
   for (; i + kRows <= T; i += kRows)
     backward_rows<kDh, kRows>(i, hd, dq, dO, rows, k, att, att_mask, dscore, w);
-  // The additive form's backward sums its gradients over each call's rows before it adds
-  // them on, so its rows keep the calls they had, and with them its bits.
+  // The additive form's backward sums its gradients over a call's rows before it adds them
+  // on: pairing its rows would regroup those sums, so it takes calls of kRows and of one.
   if constexpr (kPairLeftRows) {
     if (hd.form != AttentionForm::additive)
       for (; i + 2 <= T; i += 2)
