@@ -175,16 +175,11 @@ void rows_times_x_in_vectors(float* __restrict out, int ldo, const float* __rest
 MINIVIT_INTRINSICS_END
 #endif
 
-// out (R, Dh; row stride ldo) (+)= w (R, T; row stride ldw) . x (T, Dh; row stride ldx).
-// The sums live in a local array the compiler keeps in registers.
+// rows_times_x (below) with its sums in a local float array: the AVX-512 and baseline
+// levels, and AVX2's head sizes that are not whole vectors.
 template <int kDh, int R>
-void rows_times_x(float* __restrict out, int ldo, const float* __restrict w, int ldw,
-                  const float* __restrict x, int ldx, int T, bool add) {
-  static_assert(kDh > 0, "a compiled head size");
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
-  if constexpr (kDh % 8 == 0)
-    return rows_times_x_in_vectors<kDh, R>(out, ldo, w, ldw, x, ldx, T, add);
-#endif
+void rows_times_x_in_array(float* __restrict out, int ldo, const float* __restrict w, int ldw,
+                           const float* __restrict x, int ldx, int T, bool add) {
   constexpr bool kTwoSums = two_sums<kDh, R>();
   float acc[R][kDh] = {}, acc_odd[R][kDh] = {};
   int j = 0;
@@ -218,6 +213,19 @@ void rows_times_x(float* __restrict out, int ldo, const float* __restrict w, int
       o[d] = add ? o[d] + sum : sum;
     }
   }
+}
+
+// out (R, Dh; row stride ldo) (+)= w (R, T; row stride ldw) . x (T, Dh; row stride ldx).
+template <int kDh, int R>
+void rows_times_x(float* __restrict out, int ldo, const float* __restrict w, int ldw,
+                  const float* __restrict x, int ldx, int T, bool add) {
+  static_assert(kDh > 0, "a compiled head size");
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+  if constexpr (kDh % 8 == 0)
+    rows_times_x_in_vectors<kDh, R>(out, ldo, w, ldw, x, ldx, T, add);
+  else
+#endif
+    rows_times_x_in_array<kDh, R>(out, ldo, w, ldw, x, ldx, T, add);
 }
 
 // The same for a head size known only at run time, one row at a time.
