@@ -242,8 +242,10 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
   for (; i + kRows <= T; i += kRows)
     forward_rows<kDh, kRows>(i, hd, o, att, att_mask, rows, q + 2 * D, dropout_key, w);
   if constexpr (kPairLeftRows) {
-    for (; i + 2 <= T; i += 2)
+    if (i + 2 <= T) {
       forward_rows<kDh, 2>(i, hd, o, att, att_mask, rows, q + 2 * D, dropout_key, w);
+      i += 2;
+    }
   }
   for (; i < T; ++i) forward_rows<kDh, 1>(i, hd, o, att, att_mask, rows, q + 2 * D, dropout_key, w);
 }
@@ -285,9 +287,10 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
   // The additive form's backward sums its gradients over a call's rows before it adds them
   // on: pairing its rows would regroup those sums, so it takes calls of kRows and of one.
   if constexpr (kPairLeftRows) {
-    if (hd.form != AttentionForm::additive)
-      for (; i + 2 <= T; i += 2)
-        backward_rows<kDh, 2>(i, hd, dq, dO, rows, k, att, att_mask, dscore, w);
+    if (hd.form != AttentionForm::additive && i + 2 <= T) {
+      backward_rows<kDh, 2>(i, hd, dq, dO, rows, k, att, att_mask, dscore, w);
+      i += 2;
+    }
   }
   for (; i < T; ++i) backward_rows<kDh, 1>(i, hd, dq, dO, rows, k, att, att_mask, dscore, w);
 

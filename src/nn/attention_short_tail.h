@@ -83,8 +83,10 @@ void forward_rows_of_short_tail_head(const Head& hd, float* out, float* att, Que
   for (; i + R <= T; i += R)
     forward_rows_short_tail<kDh, R, VF, NT, kMaskOwn>(i, hd, out, att, q, v, w);
   if constexpr (attention_tiles::kPairLeftRows && R > 2) {
-    for (; i + 2 <= T; i += 2)
+    if (i + 2 <= T) {
       forward_rows_short_tail<kDh, 2, VF, NT, kMaskOwn>(i, hd, out, att, q, v, w);
+      i += 2;
+    }
   }
   for (; i < T; ++i) forward_rows_short_tail<kDh, 1, VF, NT, kMaskOwn>(i, hd, out, att, q, v, w);
 }
