@@ -38,6 +38,8 @@ cmake -S fuzz -B build-fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=cla
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]/#/fuzz_}"
 
 export UBSAN_OPTIONS=print_stacktrace=1
+# The level of the layers and kernels that the build instruments (fuzz/CMakeLists.txt).
+export MINIVIT_ISA=x86-64
 # Readers that take a path get each input as a file in $TMPDIR (fuzz/fuzz_entry.h); in
 # memory that runs several times faster than on disk.
 if [[ -d /dev/shm && -w /dev/shm ]]; then export TMPDIR=/dev/shm; fi
