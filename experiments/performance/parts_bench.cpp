@@ -80,28 +80,60 @@ std::vector<float> random_floats(size_t n, uint64_t key, float stddev = 1.0f) {
   return v;
 }
 
+// A product. The blocks' are timed with the shapes and operand layouts a training step gives
+// them (their bias, residual, GELU and slope epilogues aside): the forward and input-gradient
+// products one call on a chunk of 8 images (model/vit_passes.h), the forward reading W^T in
+// place as the step's does; a weight gradient (`pieces`), dW (+)= dY^T x over the whole
+// batch, cut as nn/linear.cpp cuts it, in pieces of 64 rows of dW (64 columns where dW is
+// wider than tall), each its own call adding into dW and taking the bias gradient's row sums
+// as it reads dY. Products of a whole batch at once are no guide to those: B packed for the
+// weight gradients' strided reads ran them about 20% faster there, 5% here, and left a
+// step's profile where it was (results.md, 2026-12-06). The stem's are timed whole.
 struct Shape {
   const char* what;
   bool trans_a, trans_b;
   int M, N, K;
+  bool pieces = false;
 };
 
-// The products of a width-64 model (MLP 128) at 1792 rows (128 images of 14 kept tokens, the
-// default config's training), and the CIFAR-10 conv stem's two stages at 75% of the patches
-// dropped (about 144 of 256 positions a first-stage image computes, 16 kept tokens).
+// A width-64 model (MLP 128) on 14 kept tokens, the default config's training: 112 rows a
+// chunk, 1792 a batch; and the CIFAR-10 conv stem's two stages over a batch of 128 at 75% of
+// the patches dropped (about 144 of 256 positions a first-stage image computes, 16 kept
+// tokens).
 const Shape kShapes[] = {
-    {"qkv forward      x W^T", false, true, 1792, 192, 64},
-    {"fc1 forward      x W^T", false, true, 1792, 128, 64},
-    {"fc2 forward      x W^T", false, true, 1792, 64, 128},
-    {"qkv input grad   dY W ", false, false, 1792, 64, 192},
-    {"fc1 input grad   dY W ", false, false, 1792, 64, 128},
-    {"qkv weight grad  dY^T x", true, false, 192, 64, 1792},
-    {"fc2 weight grad  dY^T x", true, false, 64, 128, 1792},
+    {"qkv forward      x W^T", false, false, 112, 192, 64},
+    {"fc1 forward      x W^T", false, false, 112, 128, 64},
+    {"fc2 forward      x W^T", false, false, 112, 64, 128},
+    {"qkv input grad   dY W ", false, false, 112, 64, 192},
+    {"fc1 input grad   dY W ", false, false, 112, 64, 128},
+    {"fc2 input grad   dY W ", false, false, 112, 128, 64},
+    {"qkv weight grad  dY^T x", true, false, 192, 64, 1792, true},
+    {"fc1 weight grad  dY^T x", true, false, 128, 64, 1792, true},
+    {"fc2 weight grad  dY^T x", true, false, 64, 128, 1792, true},
     {"stem 1 forward   x W^T", false, true, 18432, 32, 27},
     {"stem 2 forward   x W^T", false, true, 2048, 64, 288},
     {"stem 2 input grad dY W", false, false, 2048, 288, 64},
     {"stem 2 weight grad   ", true, false, 64, 288, 2048},
 };
+
+// One weight gradient as nn/linear.cpp's linear_backward_params makes it, piece by piece.
+void weight_gradient(const Shape& s, const float* dY, const float* x, float* dW, float* db,
+                     Products products) {
+  constexpr int kPieceWidth = 64;
+  const int O = s.M, I = s.N, R = s.K;
+  for (int begin = 0; begin < std::max(I, O); begin += kPieceWidth) {
+    GemmEpilogue bias_sums;
+    if (O >= I) {
+      bias_sums.a_row_sums = db + begin;
+      gemm(true, false, std::min(O, begin + kPieceWidth) - begin, I, R, 1.0f, dY + begin, O, x,
+           I, 1.0f, dW + int64_t(begin) * I, I, products, bias_sums);
+    } else {
+      if (begin == 0) bias_sums.a_row_sums = db;
+      gemm(true, false, O, std::min(I, begin + kPieceWidth) - begin, R, 1.0f, dY, O, x + begin,
+           I, 1.0f, dW + begin, I, products, bias_sums);
+    }
+  }
+}
 
 void time_products(GemmKernels kernels, int rounds) {
   std::printf("products, GFLOP/s (%s | OpenBLAS), fp32:\n",
@@ -110,14 +142,17 @@ void time_products(GemmKernels kernels, int rounds) {
                                                : "OpenBLAS");
   for (const Shape& s : kShapes) {
     const auto A = random_floats(size_t(s.M) * s.K, 1), B = random_floats(size_t(s.N) * s.K, 2);
-    std::vector<float> C(size_t(s.M) * s.N);
+    std::vector<float> C(size_t(s.M) * s.N), row_sums(s.M);
     const int lda = s.trans_a ? s.M : s.K, ldb = s.trans_b ? s.K : s.N;
     double rate[2];
     for (int k = 0; k < 2; ++k) {
       const Products products{k == 0 ? kernels : GemmKernels::openblas, Precision::fp32};
       const double t = best_seconds(rounds, [&] {
-        gemm(s.trans_a, s.trans_b, s.M, s.N, s.K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f,
-             C.data(), s.N, products);
+        if (s.pieces)
+          weight_gradient(s, A.data(), B.data(), C.data(), row_sums.data(), products);
+        else
+          gemm(s.trans_a, s.trans_b, s.M, s.N, s.K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f,
+               C.data(), s.N, products);
       });
       rate[k] = 2.0 * s.M * s.N * s.K / t * 1e-9;
     }
