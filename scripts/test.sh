@@ -14,9 +14,9 @@ scripts/install-deps.sh --reference --mpi
 # Tests run two at a time on cores they share: OpenMP threads that wait at a barrier sleep
 # after a short spin instead of libgomp's long one (docs/performance.md).
 export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000}
-# The plain and the MPI builds compile all but a few files alike: through ccache, whose cache
+# The plain and the MPI builds compile all but one file alike: through ccache, whose cache
 # lives in build/ccache and sees paths relative to the repository, the MPI build takes the
-# plain build's objects and compiles only the files MPI reaches (train/, api/, cli/).
+# plain build's objects and compiles only src/train/distributed.cpp, the one MPI changes.
 launcher=()
 if [[ "${MINIVIT_MPI:-1}" != 0 ]] && command -v ccache > /dev/null; then
   export CCACHE_DIR=${CCACHE_DIR:-$PWD/build/ccache} CCACHE_BASEDIR=$PWD
