@@ -238,16 +238,9 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
       return;
   }
 #endif
-  int i = 0;
-  for (; i + kRows <= T; i += kRows)
-    forward_rows<kDh, kRows>(i, hd, o, att, att_mask, rows, q + 2 * D, dropout_key, w);
-  if constexpr (kPairLeftRows) {
-    if (i + 2 <= T) {
-      forward_rows<kDh, 2>(i, hd, o, att, att_mask, rows, q + 2 * D, dropout_key, w);
-      i += 2;
-    }
-  }
-  for (; i < T; ++i) forward_rows<kDh, 1>(i, hd, o, att, att_mask, rows, q + 2 * D, dropout_key, w);
+  for_row_steps<kRows>(T, true, [&](int i, auto n) {
+    forward_rows<kDh, n()>(i, hd, o, att, att_mask, rows, q + 2 * D, dropout_key, w);
+  });
 }
 
 template <int kDh>
@@ -281,18 +274,11 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
     }
     std::fill_n(dscore, Dh, 0.0f);
   }
-  int i = 0;
-  for (; i + kRows <= T; i += kRows)
-    backward_rows<kDh, kRows>(i, hd, dq, dO, rows, k, att, att_mask, dscore, w);
   // The additive form's backward sums its gradients over a call's rows before it adds them
   // on: pairing its rows would regroup those sums, so it takes calls of kRows and of one.
-  if constexpr (kPairLeftRows) {
-    if (hd.form != AttentionForm::additive && i + 2 <= T) {
-      backward_rows<kDh, 2>(i, hd, dq, dO, rows, k, att, att_mask, dscore, w);
-      i += 2;
-    }
-  }
-  for (; i < T; ++i) backward_rows<kDh, 1>(i, hd, dq, dO, rows, k, att, att_mask, dscore, w);
+  for_row_steps<kRows>(T, hd.form != AttentionForm::additive, [&](int i, auto n) {
+    backward_rows<kDh, n()>(i, hd, dq, dO, rows, k, att, att_mask, dscore, w);
+  });
 
   if (hd.form == AttentionForm::cosine) {
     // dl = sum_i qhat_i . dqhat_i (de/dl = e below the cap), then through qhat and khat.

@@ -46,10 +46,12 @@ void forward_rows_short_tail(int i0, const Head& hd, float* out, float* att, Que
   constexpr int kCall = R < level::tail_rows_per_call(VF) ? R : level::tail_rows_per_call(VF);
 #endif
   static_assert(R % kCall == 0);
-  for (int r = i0; r < i0 + R; r += kCall)
+  for (int step = 0; step < R; step += kCall) {
+    const int r = i0 + step;
     level::score_softmax_rows_tail<kDh, VF, kCall, NT, kMaskOwn>(
         att + hd.att_offset + int64_t(r) * T, q.rows + int64_t(r) * q.ld, q.ld, w.kt, hd.scale,
         T, w.tail + r, padded_tokens(T), r);
+  }
   rows_times_x<kDh, R>(out + int64_t(i0) * D, D, att + hd.att_offset + int64_t(i0) * T, T, v,
                        3 * D, T, false);
 }
@@ -79,16 +81,9 @@ void forward_rows_of_short_tail_head(const Head& hd, float* out, float* att, Que
   static_assert(NT > 0, "a token count with a short tail");
   level::tail_scores<kDh, NT, kMaskOwn>(w.tail, q.rows, q.ld, w.kt, T, padded_tokens(T),
                                         hd.scale);
-  int i = 0;
-  for (; i + R <= T; i += R)
-    forward_rows_short_tail<kDh, R, VF, NT, kMaskOwn>(i, hd, out, att, q, v, w);
-  if constexpr (attention_tiles::kPairLeftRows && R > 2) {
-    if (i + 2 <= T) {
-      forward_rows_short_tail<kDh, 2, VF, NT, kMaskOwn>(i, hd, out, att, q, v, w);
-      i += 2;
-    }
-  }
-  for (; i < T; ++i) forward_rows_short_tail<kDh, 1, VF, NT, kMaskOwn>(i, hd, out, att, q, v, w);
+  attention_tiles::for_row_steps<R>(T, true, [&](int i, auto n) {
+    forward_rows_short_tail<kDh, n(), VF, NT, kMaskOwn>(i, hd, out, att, q, v, w);
+  });
 }
 
 // The head's rows with its own-token mask chosen once.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "minivit/kernels/vecmath.h"
 #include "minivit/kernels/isa.h"
@@ -27,6 +28,22 @@ constexpr bool kPairLeftRows = false;
 #endif
 
 inline int padded_tokens(int T) { return (T + kTile - 1) / kTile * kTile; }
+
+// A head's rows [0, T) as its calls take them: steps of kStep rows, then, where
+// kPairLeftRows and `pair` allow, two of the rows left in one call, then the rest one at a
+// time. rows_of(i, n) makes the call for rows [i, i + n), n a std::integral_constant.
+template <int kStep, class RowsOf>
+[[gnu::always_inline]] inline void for_row_steps(int T, bool pair, RowsOf&& rows_of) {
+  int i = 0;
+  for (; i + kStep <= T; i += kStep) rows_of(i, std::integral_constant<int, kStep>{});
+  if constexpr (kPairLeftRows && kStep > 2) {
+    if (pair && i + 2 <= T) {
+      rows_of(i, std::integral_constant<int, 2>{});
+      i += 2;
+    }
+  }
+  for (; i < T; ++i) rows_of(i, std::integral_constant<int, 1>{});
+}
 
 // kt (Dh, Tp) = x^T for x (T, Dh) with row stride ld; the padding columns keep what they
 // hold. Head sizes of whole vectors go 16 x 16 (AVX-512) or 8 x 8 (AVX2) at a time in
