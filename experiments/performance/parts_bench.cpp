@@ -22,6 +22,7 @@
 #include "minivit/kernels/gemm.h"
 #include "minivit/kernels/threads.h"
 #include "minivit/nn/attention.h"
+#include "minivit/nn/linear.h"
 
 namespace minivit {
 // The levels' own functions, as kernels/dispatch.cpp declares gemm's.
@@ -43,6 +44,9 @@ namespace minivit {
   void layernorm_backward_input(float* dinp, const float* dout, const float* inp,             \
                                 const float* weight, const float* mean, const float* rstd,    \
                                 int R, int D, const float* dinp_base);                        \
+  void linear_backward_params(float* dweight, float* dbias, const float* dout,                \
+                              const float* inp, int R, int I, int O, int piece,               \
+                              Products products, const uint8_t* rows_used);                   \
   }
 MINIVIT_DECLARE_PARTS(isa_x86_64)
 MINIVIT_DECLARE_PARTS(isa_avx2)
@@ -84,9 +88,9 @@ std::vector<float> random_floats(size_t n, uint64_t key, float stddev = 1.0f) {
 // them (their bias, residual, GELU and slope epilogues aside): the forward and input-gradient
 // products one call on a chunk of 8 images (model/vit_passes.h), the forward reading W^T in
 // place as the step's does; a weight gradient (`pieces`), dW (+)= dY^T x over the whole
-// batch, cut as nn/linear.cpp cuts it, in pieces of 64 rows of dW (64 columns where dW is
-// wider than tall), each its own call adding into dW and taking the bias gradient's row sums
-// as it reads dY. Products of a whole batch at once are no guide to those: B packed for the
+// batch, through the layer's own linear_backward_params, piece by piece (64 rows of dW, or
+// 64 columns where dW is wider than tall), each piece adding into dW and taking the bias
+// gradient's row sums as it reads dY. Products of a whole batch at once are no guide to those: B packed for the
 // weight gradients' strided reads ran them about 20% faster there, 5% here, and left a
 // step's profile where it was (results.md, 2026-12-06). The stem's are timed whole.
 struct Shape {
@@ -116,26 +120,8 @@ const Shape kShapes[] = {
     {"stem 2 weight grad   ", true, false, 64, 288, 2048},
 };
 
-// One weight gradient as nn/linear.cpp's linear_backward_params makes it, piece by piece.
-void weight_gradient(const Shape& s, const float* dY, const float* x, float* dW, float* db,
-                     Products products) {
-  constexpr int kPieceWidth = 64;
-  const int O = s.M, I = s.N, R = s.K;
-  for (int begin = 0; begin < std::max(I, O); begin += kPieceWidth) {
-    GemmEpilogue bias_sums;
-    if (O >= I) {
-      bias_sums.a_row_sums = db + begin;
-      gemm(true, false, std::min(O, begin + kPieceWidth) - begin, I, R, 1.0f, dY + begin, O, x,
-           I, 1.0f, dW + int64_t(begin) * I, I, products, bias_sums);
-    } else {
-      if (begin == 0) bias_sums.a_row_sums = db;
-      gemm(true, false, O, std::min(I, begin + kPieceWidth) - begin, R, 1.0f, dY, O, x + begin,
-           I, 1.0f, dW + begin, I, products, bias_sums);
-    }
-  }
-}
-
-void time_products(GemmKernels kernels, int rounds) {
+template <typename Level>
+void time_products(Level level, GemmKernels kernels, int rounds) {
   std::printf("products, GFLOP/s (%s | OpenBLAS), fp32:\n",
               kernels == GemmKernels::avx2     ? "minivit AVX2"
               : kernels == GemmKernels::avx512 ? "minivit AVX-512"
@@ -148,8 +134,10 @@ void time_products(GemmKernels kernels, int rounds) {
     for (int k = 0; k < 2; ++k) {
       const Products products{k == 0 ? kernels : GemmKernels::openblas, Precision::fp32};
       const double t = best_seconds(rounds, [&] {
-        if (s.pieces)
-          weight_gradient(s, A.data(), B.data(), C.data(), row_sums.data(), products);
+        if (s.pieces)  // the layer's own pieces: O = M, I = N, R = K
+          for (int piece = 0; piece < linear_param_pieces(s.N, s.M); ++piece)
+            level.linear_backward_params(C.data(), row_sums.data(), A.data(), B.data(), s.K,
+                                         s.N, s.M, piece, products, nullptr);
         else
           gemm(s.trans_a, s.trans_b, s.M, s.N, s.K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f,
                C.data(), s.N, products);
@@ -244,6 +232,8 @@ void time_layernorm(Level level, int rounds) {
     decltype(&level::layernorm_forward) layernorm_forward = &level::layernorm_forward; \
     decltype(&level::layernorm_backward_input) layernorm_backward_input =       \
         &level::layernorm_backward_input;                                       \
+    decltype(&level::linear_backward_params) linear_backward_params =           \
+        &level::linear_backward_params;                                         \
   };
 MINIVIT_PARTS_OF(X86_64Parts, isa_x86_64)
 MINIVIT_PARTS_OF(Avx2Parts, isa_avx2)
@@ -252,7 +242,7 @@ MINIVIT_PARTS_OF(Avx512Parts, isa_avx512)
 
 template <typename Level>
 void time_parts(Level level, GemmKernels kernels, int rounds) {
-  time_products(kernels, rounds);
+  time_products(level, kernels, rounds);
   time_attention(level, rounds);
   time_gelu(level, rounds);
   time_layernorm(level, rounds);
