@@ -4,7 +4,7 @@
 // the best of many short rounds, which on a shared machine moves far less than a whole
 // step: the figures for changes too small for `bench` to see.
 //
-//   build/parts-bench [--isa x86_64|avx2|avx512] [--rounds N]
+//   build/parts-bench [--isa x86_64|avx2|avx512] [--rounds N] [--only PART]
 //
 // --isa picks the instruction-set level whose code runs (default: the best the CPU runs), so
 // that an AVX-512 CPU also measures the AVX2 path. The x86-64 level has no kernels of its
@@ -154,7 +154,9 @@ void time_attention(Level level, int rounds) {
   const int B = 128, D = 64, H = 4, Dh = D / H;
   std::printf("attention core, us a batch of %d (width %d, %d heads): forward | backward\n", B,
               D, H);
-  for (AttentionForm form : {AttentionForm::scaled_dot, AttentionForm::lsa}) {
+  const std::vector<float> additive_v = random_floats(size_t(H) * Dh, 5, 0.5f);
+  for (AttentionForm form :
+       {AttentionForm::scaled_dot, AttentionForm::lsa, AttentionForm::additive}) {
     for (int T : {14, 16, 50, 64}) {
       const auto qkv = random_floats(size_t(B) * T * 3 * D, 3),
                  dout = random_floats(size_t(B) * T * D, 4);
@@ -162,8 +164,9 @@ void time_attention(Level level, int rounds) {
           scratch(level.scratch_floats(T, Dh)), log_scale(H, 0.5f), dlog_scale(H),
           per_pair(level.score_grad_floats(B, H, Dh));
       std::vector<uint8_t> mask(att.size());
-      const AttentionScore score{form, nullptr, log_scale.data()};
-      const AttentionScoreGrad dscore{nullptr, dlog_scale.data(), per_pair.data()};
+      std::vector<float> dadditive_v(additive_v.size());
+      const AttentionScore score{form, additive_v.data(), log_scale.data()};
+      const AttentionScoreGrad dscore{dadditive_v.data(), dlog_scale.data(), per_pair.data()};
       const double forward = best_seconds(rounds, [&] {
         level.forward(out.data(), att.data(), mask.data(), qkv.data(), B, T, D, H, score, 0.0f, 0,
                       scratch.data(), 1, 0);
@@ -172,8 +175,10 @@ void time_attention(Level level, int rounds) {
         level.backward(dqkv.data(), dscore, dout.data(), qkv.data(), att.data(), mask.data(), B,
                        T, D, H, score, 0.0f, scratch.data(), 1);
       });
-      std::printf("  %-10s %2d tokens  %8.1f | %8.1f\n",
-                  form == AttentionForm::lsa ? "lsa" : "scaled_dot", T, forward * 1e6,
+      const char* name = form == AttentionForm::lsa        ? "lsa"
+                         : form == AttentionForm::additive ? "additive"
+                                                           : "scaled_dot";
+      std::printf("  %-10s %2d tokens  %8.1f | %8.1f\n", name, T, forward * 1e6,
                   backward * 1e6);
     }
   }
@@ -241,11 +246,11 @@ MINIVIT_PARTS_OF(Avx512Parts, isa_avx512)
 #undef MINIVIT_PARTS_OF
 
 template <typename Level>
-void time_parts(Level level, GemmKernels kernels, int rounds) {
-  time_products(level, kernels, rounds);
-  time_attention(level, rounds);
-  time_gelu(level, rounds);
-  time_layernorm(level, rounds);
+void time_parts(Level level, GemmKernels kernels, int rounds, const std::string& only) {
+  if (only.empty() || only == "products") time_products(level, kernels, rounds);
+  if (only.empty() || only == "attention") time_attention(level, rounds);
+  if (only.empty() || only == "gelu") time_gelu(level, rounds);
+  if (only.empty() || only == "layernorm") time_layernorm(level, rounds);
 }
 
 }  // namespace
@@ -255,11 +260,16 @@ int main(int argc, char** argv) {
   const Isa best = best_isa();
   std::string isa = best == Isa::avx512 ? "avx512" : best == Isa::avx2 ? "avx2" : "x86_64";
   int rounds = 40;
+  std::string only;
   app.add_option("--isa", isa,
                  "Instruction-set level: x86_64, avx2 or avx512 (default: the best here)")
       ->check(CLI::IsMember({"x86_64", "avx2", "avx512"}));
   app.add_option("--rounds", rounds, "Rounds of at least 8 ms; the best is kept (default 40)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--only", only,
+                 "Time one part: products, attention, gelu or layernorm (default: all four), "
+                 "as for a profile of that part alone")
+      ->check(CLI::IsMember({"products", "attention", "gelu", "layernorm"}));
   CLI11_PARSE(app, argc, argv);
   const Isa level = isa == "avx512" ? Isa::avx512 : isa == "avx2" ? Isa::avx2 : Isa::x86_64;
   if (!cpu_runs(level)) {
@@ -269,9 +279,9 @@ int main(int argc, char** argv) {
   set_num_threads(1);  // as the trainer sets it: OpenBLAS on one thread, denormals flushed
   std::printf("parts-bench: %s, one thread, best of %d rounds\n", isa.c_str(), rounds);
   if (level == Isa::avx512)
-    time_parts(Avx512Parts{}, GemmKernels::avx512, rounds);
+    time_parts(Avx512Parts{}, GemmKernels::avx512, rounds, only);
   else if (level == Isa::avx2)
-    time_parts(Avx2Parts{}, GemmKernels::avx2, rounds);
+    time_parts(Avx2Parts{}, GemmKernels::avx2, rounds, only);
   else
-    time_parts(X86_64Parts{}, GemmKernels::openblas, rounds);
+    time_parts(X86_64Parts{}, GemmKernels::openblas, rounds, only);
 }
