@@ -83,6 +83,7 @@ struct Head {
   bool scale_capped;  // cosine, lsa: the temperature is at its cap, which passes no gradient
   const float* additive_v;  // (Dh) this head's vector, additive form
   bool additive_exps;       // additive: the scores from e^2q and e^2k (see prepare_additive)
+  bool additive_pairs;      // additive: and two terms a division (attention_avx2.h)
   float dropout_p;
   int64_t att_offset;  // of this head's (T, T) block in att and att_mask
   int64_t mask_first_index = 0;  // added to an att element's index for its dropout draw
@@ -90,7 +91,8 @@ struct Head {
 
 inline Head head_of(int bh, int T, int D, int H, const AttentionScore& score, float dropout_p) {
   const int Dh = D / H, h = bh % H;
-  Head hd{T, D, Dh, score.form, 1.0f, false, nullptr, false, dropout_p, int64_t(bh) * T * T};
+  Head hd{T, D, Dh, score.form, 1.0f, false, nullptr, false, false, dropout_p,
+          int64_t(bh) * T * T};
   switch (score.form) {
     case AttentionForm::scaled_dot: hd.scale = 1.0f / std::sqrt(float(Dh)); break;
     case AttentionForm::dot: break;
@@ -133,19 +135,37 @@ void exps_of_twice(float* __restrict ex, const float* __restrict x, int ldx, int
       ex[int64_t(j) * kDh + d] = exp_within_87(2.0f * x[int64_t(j) * ldx + d]);
 }
 
+// At the AVX2 level two additive terms share a division in registers (attention_avx2.h),
+// where the divider held up the FMAs beside it, while |q|max + |k|max <= kAdditivePairBound
+// and |v| <= kAdditivePairWeightBound: then y = P + 1 <= 1 + e^40, y0 y1 <= 5.5e34, and the
+// numerator n0 y1 + n1 y0, with |n| <= |v| y, stays below 1.1e38, a float. Elsewhere a
+// division a term: the x86-64 level's loops took 1.08x the time in pairs, and AVX-512's are
+// unmeasured.
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+constexpr bool kAdditiveInPairs = true;
+#else
+constexpr bool kAdditiveInPairs = false;
+#endif
+constexpr float kAdditivePairBound = 20.0f, kAdditivePairWeightBound = 1000.0f;
+
 // An additive head's exps, if its head size is compiled for and its q and k (T, Dh; row
 // stride ld) are within kAdditiveExpBound: w.exp_q = e^2q, and w.exp_kt = e^2K^T (forward;
 // its padding columns keep the 1 for_each_head put there) or w.exp_k = e^2K (backward).
-// Sets hd.additive_exps to whether they were taken. Element by element, transposing on the
-// way, the check and the exps took 7% of a training step; in vectors along rows, 2%.
+// Sets hd.additive_exps to whether they were taken, and hd.additive_pairs. Element by
+// element, transposing on the way, the check and the exps took 7% of a training step; in
+// vectors along rows, 2%.
 template <int kDh>
 void prepare_additive(Head& hd, const float* q, const float* k, int ld, bool forward,
                       HeadScratch& w) {
   if constexpr (kDh > 0) {
     const int T = hd.T, Tp = padded_tokens(T);
-    hd.additive_exps = std::max(largest_magnitude<kDh>(q, ld, T),
-                                largest_magnitude<kDh>(k, ld, T)) <= kAdditiveExpBound;
+    const float q_max = largest_magnitude<kDh>(q, ld, T), k_max = largest_magnitude<kDh>(k, ld, T);
+    hd.additive_exps = std::max(q_max, k_max) <= kAdditiveExpBound;
     if (!hd.additive_exps) return;
+    float v_max = 0.0f;
+    for (int d = 0; d < kDh; ++d) v_max = std::max(v_max, std::abs(hd.additive_v[d]));
+    hd.additive_pairs = kAdditiveInPairs && q_max + k_max <= kAdditivePairBound &&
+                        v_max <= kAdditivePairWeightBound;
     exps_of_twice<kDh>(w.exp_q, q, ld, T);
     if (forward) {
       transpose_head<kDh>(w.exp_kt, k, ld, T, kDh);

@@ -368,6 +368,7 @@ void shift_queries_and_keys(std::vector<float>& qkv, int B, int T, int D, float 
 // within |x| < 8, so that q + 32 and k - 32 are exact and so is their sum, (q + 32) +
 // (k - 32) = q + k. Shifted, every head is beyond kAdditiveExpBound and takes the tanh
 // path, with the same tanh arguments: any difference is the exps' rounding (or a bug).
+// Unshifted, |q| + |k| < 16 lets the AVX2 level share a division between two terms.
 void check_additive_exps_against_tanh(int B, int T, int D, int H, float p) {
   INFO("p " << p << " B " << B << " T " << T << " D " << D << " H " << H);
   const int Dh = D / H;
@@ -405,6 +406,8 @@ TEST_CASE("additive attention beyond the exps' bound: finite, and right in both 
           "[layers][attention][additive][grad]") {
   // Head 0 of each case is beyond kAdditiveExpBound (its e^2q e^2k would overflow or vanish)
   // and takes the tanh path, head 1 is at the bound and takes the exps: one call mixes them.
+  // Head 1's |q| + |k| reaches 40, past kAdditivePairBound: a division for every term, where
+  // the check against tanh (check_additive_exps_against_tanh) shares one between two.
   const int B = 1, T = 7, D = 32, H = 2, Dh = D / H;
   struct Case { const char* name; float q, k; };
   for (const Case c : {Case{"q near 30, k near -30", 30.0f, -30.0f},
