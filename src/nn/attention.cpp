@@ -237,7 +237,8 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
   constexpr int kLanes = attention_short_tail::kLanes;
   if constexpr (kDh > 0 && kDh % kLanes == 0) {
-    if (in_registers<kDh>(hd) && hd.form != AttentionForm::additive &&
+    if (in_registers<kDh>(hd) &&
+        (hd.form != AttentionForm::additive || attention_short_tail::kAdditiveTails) &&
         attention_short_tail::forward_short_tail_head<kDh>(hd, o, att, rows, q + 2 * D, w))
       return;
   }

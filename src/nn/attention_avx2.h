@@ -217,22 +217,21 @@ void tail_scores(float* tail, const float* q, int ldq, const float* kt, int T, i
     for (int j = 0; j < NT; ++j) tail[j * Tp + first + j] = std::numeric_limits<float>::lowest();
 }
 
-// score_softmax_rows for T = 8 VF + NT tokens, NT <= kMaxShortTail (short_tail), and R rows
-// (R NT <= 8): the VF whole vectors from the products, and the NT last tokens' scores from
-// `tail` (NT rows of stride Tp; element r of row j is query row r's score against token
-// 8 VF + j), which tail_scores made for the whole head at once; kt = K^T (kDh, Tp). The R NT
-// tail scores share one vector (lane j R + r) for their exps. Every value rounds as
-// score_softmax_rows rounds it: the sums take the tail's exps and the padding lanes' (each
-// exp(-87), the clamp of exp_nonpositive) in the lanes and the order that path adds them.
-// With kMaskOwn, row r's own token is diagonal + r: masked here when it lies in a whole
-// vector, by tail_scores<..., true> when it lies in the tail.
-template <int kDh, int VF, int R, int NT, bool kMaskOwn = false>
-void score_softmax_rows_tail(float* P, const float* q, int ldq, const float* kt, float scale,
-                             int T, const float* tail, int Tp, int diagonal = 0) {
+// P (R, T; row stride T) = the softmax of R rows of scores for T = 8 VF + NT tokens, NT <=
+// kMaxShortTail (short_tail), R NT <= 8: the VF whole vectors of each row in s, the NT last
+// tokens' scores in `tail` (NT rows of stride Tp; element r of row j is row r's score against
+// token 8 VF + j), made for the whole head at once (tail_scores, additive_tail_scores). The
+// R NT tail scores share one vector (lane j R + r) for their exps. Every value rounds as
+// softmax_rows rounds it over VF + 1 vectors: the sums take the tail's exps and the padding
+// lanes' (each exp(-87), the clamp of exp_nonpositive) in the lanes and the order that path
+// adds them. Each score of s is first taken through prepare(r, v, s[r][v]) (the dot forms'
+// scale and mask), in the loop that finds the row's max. Always inlined, so that s stays in
+// the registers.
+template <int VF, int R, int NT, typename Prepare>
+[[gnu::always_inline]] inline void softmax_rows_tail(float* P, __m256 (&s)[R][VF], int T,
+                                                     const float* tail, int Tp,
+                                                     Prepare&& prepare) {
   static_assert(NT >= 1 && NT <= kMaxShortTail && VF >= 1 && VF < kMaxVectors && R * NT <= 8);
-  __m256 s[R][VF];
-  rows_times_kt<kDh, VF, R>(s, q, ldq, kt, Tp);
-  const __m256 vscale = _mm256_set1_ps(scale);
   const __m256 lowest = _mm256_set1_ps(std::numeric_limits<float>::lowest());
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   auto lanes_equal = [&](int l) {
@@ -244,9 +243,7 @@ void score_softmax_rows_tail(float* P, const float* q, int ldq, const float* kt,
   for (int r = 0; r < R; ++r) {
     row_max[r] = lowest;
     for (int v = 0; v < VF; ++v) {
-      s[r][v] = _mm256_mul_ps(vscale, s[r][v]);
-      if constexpr (kMaskOwn)
-        s[r][v] = _mm256_blendv_ps(s[r][v], lowest, lanes_equal(diagonal + r - 8 * v));
+      s[r][v] = prepare(r, v, s[r][v]);
       row_max[r] = _mm256_max_ps(row_max[r], s[r][v]);
     }
     for (int j = 0; j < NT; ++j)  // the max is exact: any order gives score_softmax_rows's
@@ -287,44 +284,152 @@ void score_softmax_rows_tail(float* P, const float* q, int ldq, const float* kt,
   }
 }
 
-// P (R, T; row stride T) = the softmax of R rows of additive scores, sum_d v_d tanh(q_rd +
-// k_jd), from exp_q (R, kDh; row stride kDh) = e^2q of the query rows and exp_kt (kDh,
-// ld_kt) = e^2K^T, any positive value in its padding columns. Each term is n / y, n = v_d P -
-// v_d and y = P + 1 with P = e^2q e^2k, as attention_tiles::additive_rows_from_exps computes
-// it. With kInPairs, two terms d, d + 1 share one division, (n0 y1 + n1 y0) / (y0 y1): on a
-// Zen 3 the divider held up the FMAs, and the attention core's forward at 50 and 64 tokens
-// took 0.92x its time in pairs (2% less at 14 and 16). The caller keeps y0 y1 a float
-// (Head::additive_pairs).
+// score_softmax_rows for T = 8 VF + NT tokens (short_tail) and R rows (R NT <= 8): the VF
+// whole vectors from the products, the NT last tokens' scores from `tail`, which tail_scores
+// made for the whole head at once; kt = K^T (kDh, Tp). The weights round as
+// score_softmax_rows rounds them (softmax_rows_tail). With kMaskOwn, row r's own token is
+// diagonal + r: masked here when it lies in a whole vector, by tail_scores<..., true> when
+// it lies in the tail.
+template <int kDh, int VF, int R, int NT, bool kMaskOwn = false>
+void score_softmax_rows_tail(float* P, const float* q, int ldq, const float* kt, float scale,
+                             int T, const float* tail, int Tp, int diagonal = 0) {
+  __m256 s[R][VF];
+  rows_times_kt<kDh, VF, R>(s, q, ldq, kt, Tp);
+  const __m256 vscale = _mm256_set1_ps(scale);
+  const __m256 lowest = _mm256_set1_ps(std::numeric_limits<float>::lowest());
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  softmax_rows_tail<VF, R, NT>(P, s, T, tail, Tp, [&](int r, int v, __m256 score) {
+    score = _mm256_mul_ps(vscale, score);
+    if constexpr (kMaskOwn) {
+      const __m256i own = _mm256_cmpeq_epi32(lane, _mm256_set1_epi32(diagonal + r - 8 * v));
+      score = _mm256_blendv_ps(score, lowest, _mm256_castsi256_ps(own));
+    }
+    return score;
+  });
+}
+
+// One additive term of query lanes ea = e^2q against keys ek = e^2k (either may be the
+// broadcast): its numerator n = v_d P - v_d and denominator y = P + 1, P = ea ek, as
+// attention_tiles::additive_rows_from_exps computes them; v_ea = v_d ea.
+[[gnu::always_inline]] inline void additive_term(__m256 v_ea, __m256 ea, __m256 ek, __m256 vd,
+                                                 __m256& n, __m256& y) {
+  n = _mm256_fmsub_ps(v_ea, ek, vd);
+  y = _mm256_fmadd_ps(ea, ek, _mm256_set1_ps(1.0f));
+}
+
+// sum + n0 / y0 + n1 / y1 over one division, (n0 y1 + n1 y0) / (y0 y1), with kInPairs (the
+// caller keeps y0 y1 a float: Head::additive_pairs); else sum + n0 / y0. On a Zen 3 the
+// divider held up the FMAs, and the attention core's additive forward at 50 and 64 tokens
+// took 0.92x its time in pairs (2% less at 14 and 16).
+template <bool kInPairs>
+[[gnu::always_inline]] inline __m256 add_terms(__m256 sum, __m256 n0, __m256 y0, __m256 n1,
+                                               __m256 y1) {
+  if constexpr (kInPairs) {
+    n0 = _mm256_fmadd_ps(n0, y1, _mm256_mul_ps(n1, y0));
+    y0 = _mm256_mul_ps(y0, y1);
+  }
+  return _mm256_add_ps(sum, _mm256_div_ps(n0, y0));
+}
+
+// acc (R, V vectors) = R rows of additive scores, sum_d v_d tanh(q_rd + k_jd), from exp_q
+// (R, kDh; row stride kDh) = e^2q of the query rows and the first 8 V columns of exp_kt (kDh,
+// ld_kt) = e^2K^T, any positive value in its padding columns; terms d, d + 1 in pairs with
+// kInPairs (add_terms). The sums run in a local array, as in rows_times_kt.
+template <int kDh, int V, int R, bool kInPairs>
+[[gnu::always_inline]] inline void additive_rows(__m256 (&acc)[R][V], const float* exp_q,
+                                                 const float* exp_kt, int ld_kt,
+                                                 const float* v) {
+  static_assert(V >= 1 && V <= kMaxVectors && R >= 1 && kDh % 2 == 0);
+  __m256 s[R][V];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < V; ++c) s[r][c] = _mm256_setzero_ps();
+  // Term d of row r against vector c of keys.
+  auto term = [&](int r, int d, int c, __m256& n, __m256& y) {
+    const float ea = exp_q[int64_t(r) * kDh + d];
+    additive_term(_mm256_set1_ps(v[d] * ea), _mm256_set1_ps(ea),
+                  _mm256_loadu_ps(exp_kt + int64_t(d) * ld_kt + 8 * c), _mm256_set1_ps(v[d]), n,
+                  y);
+  };
+  for (int d = 0; d < kDh; d += kInPairs ? 2 : 1)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int c = 0; c < V; ++c) {
+        __m256 n0, y0, n1, y1;
+        term(r, d, c, n0, y0);
+        if constexpr (kInPairs)
+          term(r, d + 1, c, n1, y1);
+        else
+          n1 = n0, y1 = y0;
+        s[r][c] = add_terms<kInPairs>(s[r][c], n0, y0, n1, y1);
+      }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < V; ++c) acc[r][c] = s[r][c];
+}
+
+// P (R, T; row stride T) = the softmax of R rows of additive scores (additive_rows).
 template <int kDh, int V, int R, bool kInPairs>
 void additive_softmax_rows(float* P, const float* exp_q, const float* exp_kt, int ld_kt,
                            const float* v, int T) {
-  static_assert(V >= 1 && V <= kMaxVectors && R >= 1 && kDh % 2 == 0);
   __m256 s[R][V];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < V; ++c) s[r][c] = _mm256_setzero_ps();
-  const __m256 one = _mm256_set1_ps(1.0f);
-  // The numerator and denominator of term d of row r against vector c of keys.
-  auto term = [&](int r, int d, const __m256& ek, __m256& n, __m256& y) {
-    const float ea = exp_q[int64_t(r) * kDh + d];
-    n = _mm256_fmsub_ps(_mm256_set1_ps(v[d] * ea), ek, _mm256_set1_ps(v[d]));
-    y = _mm256_fmadd_ps(_mm256_set1_ps(ea), ek, one);
-  };
-  for (int d = 0; d < kDh; d += kInPairs ? 2 : 1)
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < V; ++c) {
-        const __m256 ek0 = _mm256_loadu_ps(exp_kt + int64_t(d) * ld_kt + 8 * c);
-        __m256 n0, y0;
-        term(r, d, ek0, n0, y0);
-        if constexpr (kInPairs) {
-          const __m256 ek1 = _mm256_loadu_ps(exp_kt + int64_t(d + 1) * ld_kt + 8 * c);
-          __m256 n1, y1;
-          term(r, d + 1, ek1, n1, y1);
-          n0 = _mm256_fmadd_ps(n0, y1, _mm256_mul_ps(n1, y0));
-          y0 = _mm256_mul_ps(y0, y1);
-        }
-        s[r][c] = _mm256_add_ps(s[r][c], _mm256_div_ps(n0, y0));
-      }
+  additive_rows<kDh, V, R, kInPairs>(s, exp_q, exp_kt, ld_kt, v);
   softmax_rows<V, R>(P, s, T);
+}
+
+// tail (NT, Tp) = the additive scores of every row of the head (< T) against each of its NT
+// short-tail tokens, as tail_scores makes the dot forms': 8 rows a vector, their e^2q (exp_q,
+// (T, kDh)) turned into columns in registers; exp_kt = e^2K^T (kDh, Tp). Each term and sum as
+// additive_rows makes it, so that the scores have its bits.
+template <int kDh, int NT, bool kInPairs>
+void additive_tail_scores(float* tail, const float* exp_q, const float* exp_kt,
+                          const float* v, int T, int Tp) {
+  static_assert(kDh % 8 == 0, "head sizes of whole vectors");
+  static_assert(NT >= 1 && NT <= kMaxShortTail);
+  const int first = T - NT;
+  for (int i0 = 0; i0 < T; i0 += 8) {
+    const int rows = T - i0 < 8 ? T - i0 : 8;
+    __m256 acc[NT];
+    for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
+    for (int d0 = 0; d0 < kDh; d0 += 8) {
+      __m256 ea[8];
+      for (int i = 0; i < 8; ++i)
+        ea[i] = i < rows ? _mm256_loadu_ps(exp_q + int64_t(i0 + i) * kDh + d0)
+                         : _mm256_setzero_ps();
+      transpose8(ea);
+      // Term d0 + d of the 8 rows against tail token j.
+      auto term = [&](int d, int j, __m256& n, __m256& y) {
+        const __m256 vd = _mm256_set1_ps(v[d0 + d]);
+        additive_term(_mm256_mul_ps(vd, ea[d]), ea[d],
+                      _mm256_set1_ps(exp_kt[(d0 + d) * Tp + first + j]), vd, n, y);
+      };
+      for (int d = 0; d < 8; d += kInPairs ? 2 : 1)
+        for (int j = 0; j < NT; ++j) {
+          __m256 n0, y0, n1, y1;
+          term(d, j, n0, y0);
+          if constexpr (kInPairs)
+            term(d + 1, j, n1, y1);
+          else
+            n1 = n0, y1 = y0;
+          acc[j] = add_terms<kInPairs>(acc[j], n0, y0, n1, y1);
+        }
+    }
+    for (int j = 0; j < NT; ++j) _mm256_storeu_ps(tail + j * Tp + i0, acc[j]);
+  }
+}
+
+// additive_softmax_rows for T = 8 VF + NT tokens (short_tail): the VF whole vectors from
+// additive_rows, the NT last tokens' scores from `tail` (additive_tail_scores), the weights
+// rounded as additive_softmax_rows rounds them (softmax_rows_tail).
+template <int kDh, int VF, int R, int NT, bool kInPairs>
+void additive_softmax_rows_tail(float* P, const float* exp_q, const float* exp_kt, int ld_kt,
+                                const float* v, int T, const float* tail) {
+  __m256 s[R][VF];
+  additive_rows<kDh, VF, R, kInPairs>(s, exp_q, exp_kt, ld_kt, v);
+  softmax_rows_tail<VF, R, NT>(P, s, T, tail, ld_kt, [](int, int, __m256 score) { return score; });
 }
 
 // ds (R, ld_ds) = scale * P * (dP - <dP, P>) with dP = dO V^T, for R rows of dO (row

@@ -27,9 +27,11 @@ using attention_tiles::rows_times_x;
 #if defined(__AVX512F__)
 namespace level = attention_avx512;
 constexpr int kLanes = 16;
+constexpr bool kAdditiveTails = false;  // additive heads take attention_avx512's whole rows
 #else
 namespace level = attention_avx2;
 constexpr int kLanes = 8;
+constexpr bool kAdditiveTails = true;
 #endif
 
 // Rows i0 .. i0+R-1 of a head in registers whose rows end in a short tail of NT tokens
@@ -55,6 +57,40 @@ void forward_rows_short_tail(int i0, const Head& hd, float* out, float* att, Que
   rows_times_x<kDh, R>(out + int64_t(i0) * D, D, att + hd.att_offset + int64_t(i0) * T, T, v,
                        3 * D, T, false);
 }
+
+#if !defined(__AVX512F__)
+// forward_rows_short_tail for R rows of an additive head whose exps prepare_additive took,
+// in calls of the rows additive_softmax_rows takes at VF + 1 vectors.
+template <int kDh, int R, int VF, int NT, bool kInPairs>
+void additive_rows_short_tail(int i0, const Head& hd, float* out, float* att, const float* v,
+                              HeadScratch& w) {
+  const int T = hd.T, D = hd.D;
+  constexpr int kCall = R < level::rows_per_call(VF + 1) ? R : level::rows_per_call(VF + 1);
+  static_assert(R % kCall == 0);
+  for (int step = 0; step < R; step += kCall) {
+    const int r = i0 + step;
+    level::additive_softmax_rows_tail<kDh, VF, kCall, NT, kInPairs>(
+        att + hd.att_offset + int64_t(r) * T, w.exp_q + int64_t(r) * kDh, w.exp_kt,
+        padded_tokens(T), hd.additive_v, T, w.tail + r);
+  }
+  rows_times_x<kDh, R>(out + int64_t(i0) * D, D, att + hd.att_offset + int64_t(i0) * T, T, v,
+                       3 * D, T, false);
+}
+
+// Every row of an additive head of T tokens with a short tail, after their tail scores: at
+// 49 and 50 tokens 6 vectors of 8 scores a row and the tail's, where whole rows took 7.
+template <int kDh, int T, bool kInPairs>
+void additive_short_tail_head(const Head& hd, float* out, float* att, const float* v,
+                              HeadScratch& w) {
+  constexpr int NT = level::short_tail(T), VF = T / kLanes;
+  static_assert(NT > 0, "a token count with a short tail");
+  level::additive_tail_scores<kDh, NT, kInPairs>(w.tail, w.exp_q, w.exp_kt, hd.additive_v, T,
+                                                 padded_tokens(T));
+  attention_tiles::for_row_steps<kRows>(T, true, [&](int i, auto n) {
+    additive_rows_short_tail<kDh, n(), VF, NT, kInPairs>(i, hd, out, att, v, w);
+  });
+}
+#endif
 
 // Rows a call for a head of T tokens with a short tail. At the AVX-512 level, where a single
 // row's call runs its sums as dependent chains, at about a third of the rate of a call of
@@ -86,17 +122,24 @@ void forward_rows_of_short_tail_head(const Head& hd, float* out, float* att, Que
   });
 }
 
-// The head's rows with its own-token mask chosen once.
+// The head's rows with its score form and own-token mask chosen once.
 template <int kDh, int T>
 void forward_short_tail_head_of(const Head& hd, float* out, float* att, QueryRows q,
                                 const float* v, HeadScratch& w) {
+#if !defined(__AVX512F__)
+  if (hd.form == AttentionForm::additive && hd.additive_pairs)
+    return additive_short_tail_head<kDh, T, true>(hd, out, att, v, w);
+  if (hd.form == AttentionForm::additive)
+    return additive_short_tail_head<kDh, T, false>(hd, out, att, v, w);
+#endif
   if (masks_own_token(hd))
     forward_rows_of_short_tail_head<kDh, T, true>(hd, out, att, q, v, w);
   else
     forward_rows_of_short_tail_head<kDh, T, false>(hd, out, att, q, v, w);
 }
 
-// forward_short_tail_head_of for the token counts short_tail takes; false for others.
+// forward_short_tail_head_of for the token counts short_tail takes; false for others. An
+// additive head comes here only where kAdditiveTails, with its exps taken.
 template <int kDh>
 bool forward_short_tail_head(const Head& hd, float* out, float* att, QueryRows q,
                              const float* v, HeadScratch& w) {

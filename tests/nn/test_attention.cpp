@@ -516,6 +516,45 @@ void check_short_tail(float spread) {
   }
 }
 
+#if !defined(__AVX512F__)
+// check_short_tail for the additive form at the AVX2 level, from e^2q and e^2K^T as
+// prepare_additive takes them (padding columns 1), a division a term or in pairs.
+template <int kDh, int V, int NT, bool kInPairs>
+void check_additive_short_tail(float spread) {
+  constexpr int T = kLanes * (V - 1) + NT, Tp = (T + 15) / 16 * 16;  // padded_tokens
+  constexpr int R = level::rows_per_call(V);
+  INFO("Dh " << kDh << ", " << T << " tokens, pairs " << kInPairs);
+  static_assert(level::short_tail(T) == NT);
+  auto q = random_vector(T * kDh, spread, 80 + T), k = random_vector(T * kDh, spread, 81 + T);
+  for (auto* x : {&q, &k})  // |q| + |k| within kAdditivePairBound, as Head::additive_pairs keeps it
+    for (float& e : *x) e = std::clamp(e, -10.0f, 10.0f);
+  const auto v = random_vector(kDh, 0.7f, 82);
+  std::vector<float> exp_q(T * kDh), exp_kt(kDh * Tp, 1.0f), tail(2 * Tp);
+  for (int j = 0; j < T; ++j)
+    for (int d = 0; d < kDh; ++d) {
+      exp_q[j * kDh + d] = std::exp(2.0f * q[j * kDh + d]);
+      exp_kt[d * Tp + j] = std::exp(2.0f * k[j * kDh + d]);
+    }
+  level::additive_tail_scores<kDh, NT, kInPairs>(tail.data(), exp_q.data(), exp_kt.data(),
+                                                 v.data(), T, Tp);
+  std::vector<float> whole(T * T), short_tail(T * T);
+  auto rows_of = [&](auto rows, int i) {
+    level::additive_softmax_rows<kDh, V, rows(), kInPairs>(
+        whole.data() + i * T, exp_q.data() + i * kDh, exp_kt.data(), Tp, v.data(), T);
+    level::additive_softmax_rows_tail<kDh, V - 1, rows(), NT, kInPairs>(
+        short_tail.data() + i * T, exp_q.data() + i * kDh, exp_kt.data(), Tp, v.data(), T,
+        tail.data() + i);
+  };
+  int i = 0;
+  for (; i + R <= T; i += R) rows_of(std::integral_constant<int, R>{}, i);
+  for (; i < T; ++i) rows_of(std::integral_constant<int, 1>{}, i);
+  for (int e = 0; e < T * T; ++e) {
+    INFO("row " << e / T << ", token " << e % T);
+    REQUIRE(short_tail[e] == whole[e]);
+  }
+}
+#endif
+
 }  // namespace
 
 TEST_CASE("attention rows with one or two tokens in their last vector round as whole vectors",
@@ -551,6 +590,11 @@ TEST_CASE("attention rows with one or two tokens in their last vector round as w
     check_short_tail<16, 7, 2, 2, true>(spread);
     check_short_tail<16, 3, 2, 4, true>(spread);
     check_short_tail<32, 5, 1, 2, true>(spread);
+    check_additive_short_tail<16, 7, 1, true>(spread);  // additive, the default model's 49
+    check_additive_short_tail<16, 7, 2, true>(spread);  // and 50 with the CLS token
+    check_additive_short_tail<16, 7, 2, false>(spread);
+    check_additive_short_tail<8, 3, 1, true>(spread);
+    check_additive_short_tail<32, 5, 2, false>(spread);
 #endif
   }
 }
