@@ -83,7 +83,7 @@ struct Head {
   bool scale_capped;  // cosine, lsa: the temperature is at its cap, which passes no gradient
   const float* additive_v;  // (Dh) this head's vector, additive form
   bool additive_exps;       // additive: the scores from e^2q and e^2k (see prepare_additive)
-  bool additive_pairs;      // additive: and two terms a division (attention_avx2.h)
+  bool additive_pairs;      // additive, from exps: two terms a division (kAdditivePairBound)
   float dropout_p;
   int64_t att_offset;  // of this head's (T, T) block in att and att_mask
   int64_t mask_first_index = 0;  // added to an att element's index for its dropout draw
