@@ -184,17 +184,16 @@ constexpr int short_tail(int T) {
 // within a vector. Divides 4 (attention_tiles::kRows).
 constexpr int tail_rows_per_call(int VF) { return VF <= 2 ? 4 : 2; }
 
-// tail (NT, Tp) = scale * the scores of every row of the head (< T) against each of its NT
-// short-tail tokens T - NT, ..., T - 1, for q (T, kDh; row stride ldq) and kt = K^T (kDh,
-// Tp): 8 rows a vector, turned into columns in registers, each score summed over d in the
-// order rows_times_kt sums it, so that it has the same bits. With kMaskOwn, each tail
-// token's score against itself is the lowest float, as score_softmax_rows masks it.
-template <int kDh, int NT, bool kMaskOwn = false>
-void tail_scores(float* tail, const float* q, int ldq, const float* kt, int T, int Tp,
-                 float scale) {
+// tail (NT, Tp) = scale * sums for every row of the head (< T) against each of its NT
+// short-tail tokens: 8 rows a vector, their x (T, kDh; row stride ldx) turned into columns
+// in registers 8 values of d at a time (lanes past T zero), which add(acc, columns, d0) adds
+// into the NT sums (columns[d]: value d0 + d of the 8 rows).
+template <int kDh, int NT, typename AddColumns>
+[[gnu::always_inline]] inline void sum_tail_columns(float* tail, int Tp, const float* x,
+                                                    int ldx, int T, float scale,
+                                                    AddColumns&& add) {
   static_assert(kDh % 8 == 0, "head sizes of whole vectors");
   static_assert(NT >= 1 && NT <= kMaxShortTail);
-  const int first = T - NT;
   for (int i0 = 0; i0 < T; i0 += 8) {
     const int rows = T - i0 < 8 ? T - i0 : 8;
     __m256 acc[NT];
@@ -202,17 +201,33 @@ void tail_scores(float* tail, const float* q, int ldq, const float* kt, int T, i
     for (int d0 = 0; d0 < kDh; d0 += 8) {
       __m256 columns[8];
       for (int i = 0; i < 8; ++i)
-        columns[i] = i < rows ? _mm256_loadu_ps(q + int64_t(i0 + i) * ldq + d0)
+        columns[i] = i < rows ? _mm256_loadu_ps(x + int64_t(i0 + i) * ldx + d0)
                               : _mm256_setzero_ps();
       transpose8(columns);
-      for (int d = 0; d < 8; ++d)
-        for (int j = 0; j < NT; ++j)
-          acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(kt[(d0 + d) * Tp + first + j]), columns[d],
-                                   acc[j]);
+      add(acc, columns, d0);
     }
     for (int j = 0; j < NT; ++j)
       _mm256_storeu_ps(tail + j * Tp + i0, _mm256_mul_ps(_mm256_set1_ps(scale), acc[j]));
   }
+}
+
+// tail (NT, Tp) = scale * the scores of every row of the head (< T) against each of its NT
+// short-tail tokens T - NT, ..., T - 1, for q (T, kDh; row stride ldq) and kt = K^T (kDh,
+// Tp), each score summed over d in the order rows_times_kt sums it, so that it has the same
+// bits. With kMaskOwn, each tail token's score against itself is the lowest float, as
+// score_softmax_rows masks it.
+template <int kDh, int NT, bool kMaskOwn = false>
+void tail_scores(float* tail, const float* q, int ldq, const float* kt, int T, int Tp,
+                 float scale) {
+  const int first = T - NT;
+  sum_tail_columns<kDh, NT>(tail, Tp, q, ldq, T, scale,
+                            [&](__m256(&acc)[NT], const __m256(&columns)[8], int d0) {
+                              for (int d = 0; d < 8; ++d)
+                                for (int j = 0; j < NT; ++j)
+                                  acc[j] = _mm256_fmadd_ps(
+                                      _mm256_set1_ps(kt[(d0 + d) * Tp + first + j]),
+                                      columns[d], acc[j]);
+                            });
   if constexpr (kMaskOwn)
     for (int j = 0; j < NT; ++j) tail[j * Tp + first + j] = std::numeric_limits<float>::lowest();
 }
@@ -381,44 +396,32 @@ void additive_softmax_rows(float* P, const float* exp_q, const float* exp_kt, in
 }
 
 // tail (NT, Tp) = the additive scores of every row of the head (< T) against each of its NT
-// short-tail tokens, as tail_scores makes the dot forms': 8 rows a vector, their e^2q (exp_q,
-// (T, kDh)) turned into columns in registers; exp_kt = e^2K^T (kDh, Tp). Each term and sum as
-// additive_rows makes it, so that the scores have its bits.
+// short-tail tokens, as tail_scores makes the dot forms', from the rows' e^2q (exp_q, (T,
+// kDh)) and exp_kt = e^2K^T (kDh, Tp). Each term and sum as additive_rows makes it, so that
+// the scores have its bits (the scale 1 is exact).
 template <int kDh, int NT, bool kInPairs>
 void additive_tail_scores(float* tail, const float* exp_q, const float* exp_kt,
                           const float* v, int T, int Tp) {
-  static_assert(kDh % 8 == 0, "head sizes of whole vectors");
-  static_assert(NT >= 1 && NT <= kMaxShortTail);
   const int first = T - NT;
-  for (int i0 = 0; i0 < T; i0 += 8) {
-    const int rows = T - i0 < 8 ? T - i0 : 8;
-    __m256 acc[NT];
-    for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
-    for (int d0 = 0; d0 < kDh; d0 += 8) {
-      __m256 ea[8];
-      for (int i = 0; i < 8; ++i)
-        ea[i] = i < rows ? _mm256_loadu_ps(exp_q + int64_t(i0 + i) * kDh + d0)
-                         : _mm256_setzero_ps();
-      transpose8(ea);
-      // Term d0 + d of the 8 rows against tail token j.
-      auto term = [&](int d, int j, __m256& n, __m256& y) {
-        const __m256 vd = _mm256_set1_ps(v[d0 + d]);
-        additive_term(_mm256_mul_ps(vd, ea[d]), ea[d],
-                      _mm256_set1_ps(exp_kt[(d0 + d) * Tp + first + j]), vd, n, y);
-      };
-      for (int d = 0; d < 8; d += kInPairs ? 2 : 1)
-        for (int j = 0; j < NT; ++j) {
-          __m256 n0, y0, n1, y1;
-          term(d, j, n0, y0);
-          if constexpr (kInPairs)
-            term(d + 1, j, n1, y1);
-          else
-            n1 = n0, y1 = y0;
-          acc[j] = add_terms<kInPairs>(acc[j], n0, y0, n1, y1);
-        }
-    }
-    for (int j = 0; j < NT; ++j) _mm256_storeu_ps(tail + j * Tp + i0, acc[j]);
-  }
+  sum_tail_columns<kDh, NT>(tail, Tp, exp_q, kDh, T, 1.0f,
+                            [&](__m256(&acc)[NT], const __m256(&ea)[8], int d0) {
+    // Term d0 + d of the 8 rows against tail token j.
+    auto term = [&](int d, int j, __m256& n, __m256& y) {
+      const __m256 vd = _mm256_set1_ps(v[d0 + d]);
+      additive_term(_mm256_mul_ps(vd, ea[d]), ea[d],
+                    _mm256_set1_ps(exp_kt[(d0 + d) * Tp + first + j]), vd, n, y);
+    };
+    for (int d = 0; d < 8; d += kInPairs ? 2 : 1)
+      for (int j = 0; j < NT; ++j) {
+        __m256 n0, y0, n1, y1;
+        term(d, j, n0, y0);
+        if constexpr (kInPairs)
+          term(d + 1, j, n1, y1);
+        else
+          n1 = n0, y1 = y0;
+        acc[j] = add_terms<kInPairs>(acc[j], n0, y0, n1, y1);
+      }
+  });
 }
 
 // additive_softmax_rows for T = 8 VF + NT tokens (short_tail): the VF whole vectors from
