@@ -162,10 +162,12 @@ void prepare_additive(Head& hd, const float* q, const float* k, int ld, bool for
     const float q_max = largest_magnitude<kDh>(q, ld, T), k_max = largest_magnitude<kDh>(k, ld, T);
     hd.additive_exps = std::max(q_max, k_max) <= kAdditiveExpBound;
     if (!hd.additive_exps) return;
-    float v_max = 0.0f;
-    for (int d = 0; d < kDh; ++d) v_max = std::max(v_max, std::abs(hd.additive_v[d]));
-    hd.additive_pairs = kAdditiveInPairs && q_max + k_max <= kAdditivePairBound &&
-                        v_max <= kAdditivePairWeightBound;
+    if constexpr (kAdditiveInPairs) {
+      float v_max = 0.0f;
+      for (int d = 0; d < kDh; ++d) v_max = std::max(v_max, std::abs(hd.additive_v[d]));
+      hd.additive_pairs =
+          q_max + k_max <= kAdditivePairBound && v_max <= kAdditivePairWeightBound;
+    }
     exps_of_twice<kDh>(w.exp_q, q, ld, T);
     if (forward) {
       transpose_head<kDh>(w.exp_kt, k, ld, T, kDh);
