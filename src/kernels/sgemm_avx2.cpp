@@ -47,8 +47,8 @@ struct Avx2 {
     for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * ldd, r[i]);
   }
 
-  // C = alpha * acc + beta * C (+ residual) (+ bias) over the tile's first `cols` columns;
-  // beta == 0 never reads C.
+  // C = alpha * acc + beta * C (+ residual) (+ bias), then times the scale, over the tile's
+  // first `cols` columns; beta == 0 never reads C.
   // Whole rows of 16 are stored plainly: masked stores are slow on some of these CPUs, and
   // only a ragged right edge needs them. Inlined, with both paths' rows unrolled, for the
   // reason store_tile is (sgemm_tile_store.h).
@@ -57,6 +57,7 @@ struct Avx2 {
                                            int cols, float alpha, float beta,
                                            const TileEpilogue& ep) {
     const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    const __m256 zero = _mm256_setzero_ps();
     if (cols == kLanes * kVecs) {
       __m256 bias[kVecs];
 #pragma GCC unroll 2
@@ -73,6 +74,9 @@ struct Avx2 {
             out = _mm256_add_ps(
                 _mm256_loadu_ps(ep.residual + int64_t(r) * ep.ld_residual + kLanes * v), out);
           if (ep.bias) out = _mm256_add_ps(out, bias[v]);
+          if (ep.scale)
+            out = _mm256_fmadd_ps(
+                out, _mm256_loadu_ps(ep.scale + int64_t(r) * ep.ld_scale + kLanes * v), zero);
           _mm256_storeu_ps(c + kLanes * v, out);
         }
       }
@@ -96,6 +100,10 @@ struct Avx2 {
               _mm256_maskload_ps(ep.residual + int64_t(r) * ep.ld_residual + kLanes * v, mask[v]),
               out);
         if (ep.bias) out = _mm256_add_ps(out, _mm256_maskload_ps(ep.bias + kLanes * v, mask[v]));
+        if (ep.scale)
+          out = _mm256_fmadd_ps(
+              out, _mm256_maskload_ps(ep.scale + int64_t(r) * ep.ld_scale + kLanes * v, mask[v]),
+              zero);
         _mm256_maskstore_ps(c + kLanes * v, mask[v], out);
       }
     }

@@ -1,7 +1,7 @@
 #pragma once
 // The end of a product kernel's tile, shared by the fp32 and bf16 kernels:
-// C[0:kRows, 0:cols] = alpha * acc + beta * C (+ residual) (+ bias), where beta == 0 never
-// reads C.
+// C[0:kRows, 0:cols] = alpha * acc + beta * C (+ residual) (+ bias), then 0 + C * scale,
+// where beta == 0 never reads C.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -45,6 +45,10 @@ template <int kRows, int kVecs>
             _mm512_maskz_loadu_ps(mask[v], ep.residual + int64_t(r) * ep.ld_residual + 16 * v),
             out);
       if (ep.bias) out = _mm512_add_ps(out, bias[v]);
+      if (ep.scale)
+        out = _mm512_fmadd_ps(
+            out, _mm512_maskz_loadu_ps(mask[v], ep.scale + int64_t(r) * ep.ld_scale + 16 * v),
+            _mm512_setzero_ps());
       _mm512_mask_storeu_ps(c + 16 * v, mask[v], out);
     }
   }

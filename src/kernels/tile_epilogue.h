@@ -59,7 +59,9 @@ inline void gelu_epilogue(float* gelu, int64_t ld_gelu, float* C, int64_t ldc, i
   }
 }
 
-// C[0:rows, 0:cols] = 0 + C * scale, element by element.
+// C[0:rows, 0:cols] = 0 + C * scale, element by element, for the kernels that store C as it
+// is; contracted to one FMA with a zero addend where the level has FMA, as the fused stores
+// compute it.
 inline void scale_epilogue(float* C, int64_t ldc, const float* scale, int64_t ld_scale, int rows,
                            int cols) {
   for (int r = 0; r < rows; ++r) {
@@ -70,10 +72,11 @@ inline void scale_epilogue(float* C, int64_t ldc, const float* scale, int64_t ld
   }
 }
 
+// The GELU of a stored tile. The kernels' stores take the scale themselves, as one more FMA
+// on each vector before it leaves the registers, where a pass here read C back.
 template <int kRows>
 inline void finish_tile(float* C, int ldc, int cols, const TileEpilogue& ep) {
   if (ep.gelu) gelu_epilogue(ep.gelu, ep.ld_gelu, C, ldc, kRows, cols, ep.gelu_slope);
-  if (ep.scale) scale_epilogue(C, ldc, ep.scale, ep.ld_scale, kRows, cols);
 }
 
 MINIVIT_ISA_END
