@@ -78,14 +78,12 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
         constexpr int kCall = std::min(R, attention_avx2::rows_per_call(V()));
         for (int r = 0; r < R; r += kCall) {
           const float* qr = qi + int64_t(r) * q.ld;
-          if (hd.form == AttentionForm::additive && hd.additive_pairs)
-            attention_avx2::additive_softmax_rows<kDh, V(), kCall, true>(
-                P + int64_t(r) * T, w.exp_q + int64_t(i0 + r) * kDh, w.exp_kt, Tp,
-                hd.additive_v, T);
-          else if (hd.form == AttentionForm::additive)
-            attention_avx2::additive_softmax_rows<kDh, V(), kCall, false>(
-                P + int64_t(r) * T, w.exp_q + int64_t(i0 + r) * kDh, w.exp_kt, Tp,
-                hd.additive_v, T);
+          if (hd.form == AttentionForm::additive)
+            with_additive_pairs(hd, [&](auto pairs) {
+              attention_avx2::additive_softmax_rows<kDh, V(), kCall, pairs()>(
+                  P + int64_t(r) * T, w.exp_q + int64_t(i0 + r) * kDh, w.exp_kt, Tp,
+                  hd.additive_v, T);
+            });
           else if (masks_own_token(hd))
             attention_avx2::score_softmax_rows<kDh, V(), kCall, true>(
                 P + int64_t(r) * T, qr, q.ld, w.kt, Tp, hd.scale, T, i0 + r);

@@ -111,6 +111,16 @@ inline Head head_of(int bh, int T, int D, int H, const AttentionScore& score, fl
 // a single masked score).
 inline bool masks_own_token(const Head& hd) { return hd.form == AttentionForm::lsa && hd.T > 1; }
 
+// run(pairs), pairs a std::bool_constant of hd.additive_pairs: the additive kernels take
+// their pairing of terms as a template argument.
+template <class Run>
+void with_additive_pairs(const Head& hd, Run&& run) {
+  if (hd.additive_pairs)
+    run(std::true_type{});
+  else
+    run(std::false_type{});
+}
+
 // The largest |x| of x (T, kDh; row stride ld), an inf if there is one. A NaN may pass
 // unseen: it makes NaN scores by either path. One running max per column: a max across the
 // vector per row made the check cost as much as the exps.

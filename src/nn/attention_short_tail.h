@@ -127,10 +127,9 @@ template <int kDh, int T>
 void forward_short_tail_head_of(const Head& hd, float* out, float* att, QueryRows q,
                                 const float* v, HeadScratch& w) {
 #if !defined(__AVX512F__)
-  if (hd.form == AttentionForm::additive && hd.additive_pairs)
-    return additive_short_tail_head<kDh, T, true>(hd, out, att, v, w);
   if (hd.form == AttentionForm::additive)
-    return additive_short_tail_head<kDh, T, false>(hd, out, att, v, w);
+    return with_additive_pairs(
+        hd, [&](auto pairs) { additive_short_tail_head<kDh, T, pairs()>(hd, out, att, v, w); });
 #endif
   if (masks_own_token(hd))
     forward_rows_of_short_tail_head<kDh, T, true>(hd, out, att, q, v, w);
