@@ -48,59 +48,66 @@ struct Avx2 {
     for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * ldd, r[i]);
   }
 
-  // A whole tile's store with the parts of the epilogue it adds fixed (kBeta: beta != 0), or,
+  // The tile's store with the parts of the epilogue it adds fixed (kBeta: beta != 0), or,
   // with kTested, each part tested at every vector. On a Zen 3 those tests cost a product of
   // K = 64 with none of the parts 4-5% (bench's sgemm line), so the products' usual mixes of
-  // parts get a copy each (store, below).
-  template <int kRows, bool kBeta, bool kResidual, bool kBias, bool kScale, bool kTested = false>
-  [[gnu::always_inline]] static void store_whole(const Vec (&acc)[kRows][kVecs], float* C,
+  // parts get a copy each (store, below). kMasked: only the lanes `mask` marks are read and
+  // written, for a ragged right edge; whole rows of 16 are stored plainly, as masked stores
+  // are slow on some of these CPUs.
+  template <int kRows, bool kBeta, bool kResidual, bool kBias, bool kScale, bool kTested = false,
+            bool kMasked = false>
+  [[gnu::always_inline]] static void store_parts(const Vec (&acc)[kRows][kVecs], float* C,
                                                  int ldc, float alpha, float beta,
-                                                 const TileEpilogue& ep) {
+                                                 const TileEpilogue& ep,
+                                                 const __m256i (&mask)[kVecs] = {}) {
     const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
     const bool beta_on = kTested ? beta != 0.0f : kBeta;
     const bool residual_on = kTested ? ep.residual != nullptr : kResidual;
     const bool bias_on = kTested ? ep.bias != nullptr : kBias;
     const bool scale_on = kTested ? ep.scale != nullptr : kScale;
+    auto load = [&](const float* p, int v) {
+      return kMasked ? _mm256_maskload_ps(p, mask[v]) : _mm256_loadu_ps(p);
+    };
     __m256 bias[kVecs];
 #pragma GCC unroll 2
     for (int v = 0; v < kVecs; ++v)
-      bias[v] = bias_on ? _mm256_loadu_ps(ep.bias + kLanes * v) : _mm256_setzero_ps();
+      bias[v] = bias_on ? load(ep.bias + kLanes * v, v) : _mm256_setzero_ps();
 #pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) {
       float* c = C + int64_t(r) * ldc;
 #pragma GCC unroll 2
       for (int v = 0; v < kVecs; ++v) {
         __m256 out = _mm256_mul_ps(va, acc[r][v]);
-        if (beta_on) out = _mm256_fmadd_ps(vb, _mm256_loadu_ps(c + kLanes * v), out);
+        if (beta_on) out = _mm256_fmadd_ps(vb, load(c + kLanes * v, v), out);
         if (residual_on)
-          out = _mm256_add_ps(
-              _mm256_loadu_ps(ep.residual + int64_t(r) * ep.ld_residual + kLanes * v), out);
+          out = _mm256_add_ps(load(ep.residual + int64_t(r) * ep.ld_residual + kLanes * v, v),
+                              out);
         if (bias_on) out = _mm256_add_ps(out, bias[v]);
         if (scale_on)
-          out = _mm256_fmadd_ps(
-              out, _mm256_loadu_ps(ep.scale + int64_t(r) * ep.ld_scale + kLanes * v),
-              _mm256_setzero_ps());
-        _mm256_storeu_ps(c + kLanes * v, out);
+          out = _mm256_fmadd_ps(out, load(ep.scale + int64_t(r) * ep.ld_scale + kLanes * v, v),
+                                _mm256_setzero_ps());
+        if constexpr (kMasked)
+          _mm256_maskstore_ps(c + kLanes * v, mask[v], out);
+        else
+          _mm256_storeu_ps(c + kLanes * v, out);
       }
     }
   }
 
   // C = alpha * acc + beta * C (+ residual) (+ bias), then times the scale, over the tile's
-  // first `cols` columns; beta == 0 never reads C.
-  // Whole rows of 16 are stored plainly: masked stores are slow on some of these CPUs, and
-  // only a ragged right edge needs them. Inlined, with both paths' rows unrolled, for the
+  // first `cols` columns; beta == 0 never reads C. Inlined, with the rows unrolled, for the
   // reason store_tile is (sgemm_tile_store.h).
   template <int kRows>
   [[gnu::always_inline]] static void store(const Vec (&acc)[kRows][kVecs], float* C, int ldc,
                                            int cols, float alpha, float beta,
                                            const TileEpilogue& ep) {
+    using on = std::true_type;
+    using off = std::false_type;
     if (cols == kLanes * kVecs) {
       const bool b = beta != 0.0f, res = ep.residual, bias = ep.bias, scale = ep.scale;
       auto whole = [&](auto... parts) {
-        store_whole<kRows, decltype(parts)::value...>(acc, C, ldc, alpha, beta, ep);
+        store_parts<kRows, decltype(parts)::value...>(acc, C, ldc, alpha, beta, ep);
       };
-      using on = std::true_type;
-      using off = std::false_type;
       if (!res && !bias && !scale)  // weight and input gradients, the sgemm line
         return b ? whole(on{}, off{}, off{}, off{}) : whole(off{}, off{}, off{}, off{});
       if (!b && !res && bias && !scale) return whole(off{}, off{}, on{}, off{});  // qkv, fc1
@@ -109,33 +116,13 @@ struct Avx2 {
       if (!b && !res && !bias && scale) return whole(off{}, off{}, off{}, on{});  // GELU's slope
       return whole(off{}, off{}, off{}, off{}, on{});  // the rest, tested
     }
-    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
-    const __m256 zero = _mm256_setzero_ps();
     __m256i mask[kVecs];  // lanes of C to touch in each vector: all, some or none
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (int v = 0; v < kVecs; ++v)
       mask[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(std::clamp(cols - kLanes * v, 0, kLanes)),
                                    lane);
-#pragma GCC unroll 16
-    for (int r = 0; r < kRows; ++r) {
-      float* c = C + int64_t(r) * ldc;
-#pragma GCC unroll 2
-      for (int v = 0; v < kVecs; ++v) {
-        __m256 out = _mm256_mul_ps(va, acc[r][v]);
-        if (beta != 0.0f)
-          out = _mm256_fmadd_ps(vb, _mm256_maskload_ps(c + kLanes * v, mask[v]), out);
-        if (ep.residual)
-          out = _mm256_add_ps(
-              _mm256_maskload_ps(ep.residual + int64_t(r) * ep.ld_residual + kLanes * v, mask[v]),
-              out);
-        if (ep.bias) out = _mm256_add_ps(out, _mm256_maskload_ps(ep.bias + kLanes * v, mask[v]));
-        if (ep.scale)
-          out = _mm256_fmadd_ps(
-              out, _mm256_maskload_ps(ep.scale + int64_t(r) * ep.ld_scale + kLanes * v, mask[v]),
-              zero);
-        _mm256_maskstore_ps(c + kLanes * v, mask[v], out);
-      }
-    }
+    store_parts<kRows, false, false, false, false, true, true>(acc, C, ldc, alpha, beta, ep,
+                                                                mask);
   }
 };
 
