@@ -42,9 +42,9 @@ if [[ "${MINIVIT_SANITIZE:-1}" != 0 ]]; then
   build/tests/minivit_cpu_runs_level avx512 > /dev/null || layer_level=avx2
   # RelWithDebInfo's -O2 with line tables alone (-g1), all a report needs to name function,
   # file and line: full debug information took a quarter of the compiler's time on the
-  # attention core's many specialisations. (-O1 would halve the build again, but GCC fuses
-  # no multiply-adds below -O2, so the layers would round otherwise than the tests of their
-  # bits expect.)
+  # attention core's many specialisations. (-O1 builds faster still, but below -O2 GCC
+  # fuses no multiply-adds, so the layers' plain loops would no longer round as in the
+  # builds that users run.)
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DMINIVIT_LAYER_TEST_LEVELS="$layer_level" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
     -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
