@@ -323,33 +323,38 @@ void score_softmax_rows_tail(float* P, const float* q, int ldq, const float* kt,
   });
 }
 
-// One additive term of query lanes ea = e^2q against keys ek = e^2k (either may be the
-// broadcast): its numerator n = v_d P - v_d and denominator y = P + 1, P = ea ek, as
-// attention_tiles::additive_rows_from_exps computes them; v_ea = v_d ea.
-[[gnu::always_inline]] inline void additive_term(__m256 v_ea, __m256 ea, __m256 ek, __m256 vd,
-                                                 __m256& n, __m256& y) {
-  n = _mm256_fmsub_ps(v_ea, ek, vd);
-  y = _mm256_fmadd_ps(ea, ek, _mm256_set1_ps(1.0f));
+// y = P + 1 = ea ek + 1, the denominator of an additive term of query lanes ea = e^2q
+// against keys ek = e^2k (either may be the broadcast).
+[[gnu::always_inline]] inline __m256 additive_denominator(__m256 ea, __m256 ek) {
+  return _mm256_fmadd_ps(ea, ek, _mm256_set1_ps(1.0f));
 }
 
-// sum + n0 / y0 + n1 / y1 over one division, (n0 y1 + n1 y0) / (y0 y1), with kInPairs (the
-// caller keeps y0 y1 a float: Head::additive_pairs); else sum + n0 / y0. On a Zen 3 the
-// divider held up the FMAs, and the attention core's additive forward at 50 and 64 tokens
-// took 0.92x its time in pairs (2% less at 14 and 16).
-template <bool kInPairs>
-[[gnu::always_inline]] inline __m256 add_terms(__m256 sum, __m256 n0, __m256 y0, __m256 n1,
-                                               __m256 y1) {
-  if constexpr (kInPairs) {
-    n0 = _mm256_fmadd_ps(n0, y1, _mm256_mul_ps(n1, y0));
-    y0 = _mm256_mul_ps(y0, y1);
-  }
-  return _mm256_add_ps(sum, _mm256_div_ps(n0, y0));
+// sum + v_d (P - 1) / (P + 1), as attention_tiles::additive_rows_from_exps makes a term;
+// v_ea = v_d ea.
+[[gnu::always_inline]] inline __m256 add_term(__m256 sum, __m256 vd, __m256 v_ea, __m256 ea,
+                                              __m256 ek) {
+  const __m256 numerator = _mm256_fmsub_ps(v_ea, ek, vd);
+  return _mm256_add_ps(sum, _mm256_div_ps(numerator, additive_denominator(ea, ek)));
 }
 
-// acc (R, V vectors) = R rows of additive scores, sum_d v_d tanh(q_rd + k_jd), from exp_q
-// (R, kDh; row stride kDh) = e^2q of the query rows and the first 8 V columns of exp_kt (kDh,
-// ld_kt) = e^2K^T, any positive value in its padding columns; terms d, d + 1 in pairs with
-// kInPairs (add_terms). The sums run in a local array, as in rows_times_kt.
+// sum + w0 / y0 + w1 / y1 over one division, (w0 y1 + w1 y0) / (y0 y1), y = ea ek + 1 (the
+// caller keeps y0 y1 and the numerator floats: Head::additive_pairs).
+[[gnu::always_inline]] inline __m256 add_pair(__m256 sum, __m256 w0, __m256 ea0, __m256 ek0,
+                                              __m256 w1, __m256 ea1, __m256 ek1) {
+  const __m256 y1 = additive_denominator(ea1, ek1), y0 = additive_denominator(ea0, ek0);
+  const __m256 numerator = _mm256_fmadd_ps(w0, y1, _mm256_mul_ps(w1, y0));
+  return _mm256_add_ps(sum, _mm256_div_ps(numerator, _mm256_mul_ps(y0, y1)));
+}
+
+// acc (R, V vectors) = R rows of additive scores from exp_q (R, kDh; row stride kDh) = e^2q
+// of the query rows and the first 8 V columns of exp_kt (kDh, ld_kt) = e^2K^T, any positive
+// value in its padding columns. A division a term: sum_d v_d tanh(q_rd + k_jd), each tanh
+// (P - 1) / (P + 1) with P = e^2q e^2k, as attention_tiles::additive_rows_from_exps makes
+// it. kInPairs: tanh = 1 - 2 / (P + 1), and the scores less the head's constant sum_d v_d,
+// to which a softmax is blind: sum_d w_d / (P + 1) with w = -2 v, two terms a division
+// (add_pair). On a Zen 3 the divider holds up one of the two pipes that multiply, so a
+// pair's cost is its five multiplies beside the division, where the numerators v_d (P - 1)
+// took two more. The sums run in a local array, as in rows_times_kt.
 template <int kDh, int V, int R, bool kInPairs>
 [[gnu::always_inline]] inline void additive_rows(__m256 (&acc)[R][V], const float* exp_q,
                                                  const float* exp_kt, int ld_kt,
@@ -360,25 +365,20 @@ template <int kDh, int V, int R, bool kInPairs>
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int c = 0; c < V; ++c) s[r][c] = _mm256_setzero_ps();
-  // Term d of row r against vector c of keys.
-  auto term = [&](int r, int d, int c, __m256& n, __m256& y) {
-    const float ea = exp_q[int64_t(r) * kDh + d];
-    additive_term(_mm256_set1_ps(v[d] * ea), _mm256_set1_ps(ea),
-                  _mm256_loadu_ps(exp_kt + int64_t(d) * ld_kt + 8 * c), _mm256_set1_ps(v[d]), n,
-                  y);
-  };
+  auto ea = [&](int r, int d) { return exp_q[int64_t(r) * kDh + d]; };
+  auto ek = [&](int d, int c) { return _mm256_loadu_ps(exp_kt + int64_t(d) * ld_kt + 8 * c); };
   for (int d = 0; d < kDh; d += kInPairs ? 2 : 1)
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
       for (int c = 0; c < V; ++c) {
-        __m256 n0, y0, n1, y1;
-        term(r, d, c, n0, y0);
         if constexpr (kInPairs)
-          term(r, d + 1, c, n1, y1);
+          s[r][c] = add_pair(s[r][c], _mm256_set1_ps(-2.0f * v[d]), _mm256_set1_ps(ea(r, d)),
+                             ek(d, c), _mm256_set1_ps(-2.0f * v[d + 1]),
+                             _mm256_set1_ps(ea(r, d + 1)), ek(d + 1, c));
         else
-          n1 = n0, y1 = y0;
-        s[r][c] = add_terms<kInPairs>(s[r][c], n0, y0, n1, y1);
+          s[r][c] = add_term(s[r][c], _mm256_set1_ps(v[d]), _mm256_set1_ps(v[d] * ea(r, d)),
+                             _mm256_set1_ps(ea(r, d)), ek(d, c));
       }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -405,21 +405,16 @@ void additive_tail_scores(float* tail, const float* exp_q, const float* exp_kt,
   const int first = T - NT;
   sum_tail_columns<kDh, NT>(tail, Tp, exp_q, kDh, T, 1.0f,
                             [&](__m256(&acc)[NT], const __m256(&ea)[8], int d0) {
-    // Term d0 + d of the 8 rows against tail token j.
-    auto term = [&](int d, int j, __m256& n, __m256& y) {
-      const __m256 vd = _mm256_set1_ps(v[d0 + d]);
-      additive_term(_mm256_mul_ps(vd, ea[d]), ea[d],
-                    _mm256_set1_ps(exp_kt[(d0 + d) * Tp + first + j]), vd, n, y);
-    };
+    // Terms d0 + d of the 8 rows against tail token j, as additive_rows sums them.
+    auto ek = [&](int d, int j) { return _mm256_set1_ps(exp_kt[(d0 + d) * Tp + first + j]); };
     for (int d = 0; d < 8; d += kInPairs ? 2 : 1)
       for (int j = 0; j < NT; ++j) {
-        __m256 n0, y0, n1, y1;
-        term(d, j, n0, y0);
+        const __m256 vd = _mm256_set1_ps(v[d0 + d]);
         if constexpr (kInPairs)
-          term(d + 1, j, n1, y1);
+          acc[j] = add_pair(acc[j], _mm256_set1_ps(-2.0f * v[d0 + d]), ea[d], ek(d, j),
+                            _mm256_set1_ps(-2.0f * v[d0 + d + 1]), ea[d + 1], ek(d + 1, j));
         else
-          n1 = n0, y1 = y0;
-        acc[j] = add_terms<kInPairs>(acc[j], n0, y0, n1, y1);
+          acc[j] = add_term(acc[j], vd, _mm256_mul_ps(vd, ea[d]), ea[d], ek(d, j));
       }
   });
 }

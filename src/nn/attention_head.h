@@ -148,7 +148,7 @@ void exps_of_twice(float* __restrict ex, const float* __restrict x, int ldx, int
 // At the AVX2 level two additive terms share a division in registers (attention_avx2.h),
 // where the divider held up the FMAs beside it, while |q|max + |k|max <= kAdditivePairBound
 // and |v| <= kAdditivePairWeightBound: then y = P + 1 <= 1 + e^40, y0 y1 <= 5.5e34, and the
-// numerator n0 y1 + n1 y0, with |n| <= |v| y, stays below 1.1e38, a float. Elsewhere a
+// numerator w0 y1 + w1 y0, with |w| = 2 |v|, stays below 1e21, a float. Elsewhere a
 // division a term: the x86-64 level's loops took 1.08x the time in pairs, and AVX-512's are
 // unmeasured.
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
