@@ -292,13 +292,8 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
     add_through_normalisation(dk, 3 * D, w.dk, w.khat, w.norms + T, T, Dh);
   } else if (hd.form == AttentionForm::lsa) {
     // dl = sum_i q_i . (dS_i K), dS holding the temperature already; dS K is dq.
-    float dl = 0.0f;
-    for (int j = 0; j < T; ++j)
-      for (int d = 0; d < Dh; ++d) {
-        const float share = w.dqhat[int64_t(j) * Dh + d];
-        dl += q[int64_t(j) * 3 * D + d] * share;
-        dq[int64_t(j) * 3 * D + d] = share;
-      }
+    const float dl = sum_of_row_products<kDh>(q, 3 * D, w.dqhat, T, Dh);
+    copy_into_head_columns<kDh>(dq, 3 * D, w.dqhat, T, Dh);
     dscore[0] = hd.scale_capped ? 0.0f : dl;
   } else if (hd.form == AttentionForm::additive && !hd.additive_exps) {
     const int Tp = padded_tokens(T);

@@ -227,6 +227,30 @@ inline void copy_into_head_columns(float* __restrict x, int ld, const float* __r
   }
 }
 
+// sum_j x_j . y_j for x (T, Dh; row stride ldx) and y (T, Dh): lsa's temperature gradient.
+// Summed in kSumLanes running sums, element d of a row into sum d mod kSumLanes, then those
+// in order: one running sum was a chain of T Dh dependent additions, which held a 16-token
+// head's backward about as long as the rest of its work after the products.
+constexpr int kSumLanes = 8;
+template <int kDh>
+inline float sum_of_row_products(const float* __restrict x, int ldx, const float* __restrict y,
+                                 int T, int Dh) {
+  if constexpr (kDh > 0) Dh = kDh;
+  const int whole = Dh / kSumLanes * kSumLanes;
+  float lanes[kSumLanes] = {};
+  for (int j = 0; j < T; ++j) {
+    const float* xj = x + int64_t(j) * ldx;
+    const float* yj = y + int64_t(j) * Dh;
+    for (int d0 = 0; d0 < whole; d0 += kSumLanes)
+#pragma omp simd
+      for (int l = 0; l < kSumLanes; ++l) lanes[l] += xj[d0 + l] * yj[d0 + l];
+    for (int d = whole; d < Dh; ++d) lanes[d - whole] += xj[d] * yj[d];
+  }
+  float sum = 0.0f;
+  for (int l = 0; l < kSumLanes; ++l) sum += lanes[l];
+  return sum;
+}
+
 // dx (T, Dh; row stride ld) += the gradient at x of xhat = x / max(|x|, eps), given dxhat:
 // (dxhat - xhat (xhat . dxhat)) / |x|, or dxhat / eps where the floor is in force.
 inline void add_through_normalisation(float* __restrict dx, int ld, const float* __restrict dxhat,
