@@ -156,7 +156,8 @@ void time_attention(Level level, int rounds) {
               D, H);
   const std::vector<float> additive_v = random_floats(size_t(H) * Dh, 5, 0.5f);
   for (AttentionForm form :
-       {AttentionForm::scaled_dot, AttentionForm::lsa, AttentionForm::additive}) {
+       {AttentionForm::scaled_dot, AttentionForm::lsa, AttentionForm::cosine,
+        AttentionForm::additive}) {
     for (int T : {14, 16, 50, 64}) {
       const auto qkv = random_floats(size_t(B) * T * 3 * D, 3),
                  dout = random_floats(size_t(B) * T * D, 4);
@@ -176,6 +177,7 @@ void time_attention(Level level, int rounds) {
                        T, D, H, score, 0.0f, scratch.data(), 1);
       });
       const char* name = form == AttentionForm::lsa        ? "lsa"
+                         : form == AttentionForm::cosine   ? "cosine"
                          : form == AttentionForm::additive ? "additive"
                                                            : "scaled_dot";
       std::printf("  %-10s %2d tokens  %8.1f | %8.1f\n", name, T, forward * 1e6,
