@@ -285,8 +285,7 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
 
   if (hd.form == AttentionForm::cosine) {
     // dl = sum_i qhat_i . dqhat_i (de/dl = e below the cap), then through qhat and khat.
-    float dl = 0.0f;
-    for (int64_t e = 0; e < int64_t(T) * Dh; ++e) dl += w.qhat[e] * w.dqhat[e];
+    const float dl = sum_of_row_products<kDh>(w.qhat, Dh, w.dqhat, T, Dh);
     dscore[0] = hd.scale_capped ? 0.0f : dl;
     add_through_normalisation(dq, 3 * D, w.dqhat, w.qhat, w.norms, T, Dh);
     add_through_normalisation(dk, 3 * D, w.dk, w.khat, w.norms + T, T, Dh);
