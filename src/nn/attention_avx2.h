@@ -409,12 +409,13 @@ void additive_tail_scores(float* tail, const float* exp_q, const float* exp_kt,
     auto ek = [&](int d, int j) { return _mm256_set1_ps(exp_kt[(d0 + d) * Tp + first + j]); };
     for (int d = 0; d < 8; d += kInPairs ? 2 : 1)
       for (int j = 0; j < NT; ++j) {
-        const __m256 vd = _mm256_set1_ps(v[d0 + d]);
-        if constexpr (kInPairs)
+        if constexpr (kInPairs) {
           acc[j] = add_pair(acc[j], _mm256_set1_ps(-2.0f * v[d0 + d]), ea[d], ek(d, j),
                             _mm256_set1_ps(-2.0f * v[d0 + d + 1]), ea[d + 1], ek(d + 1, j));
-        else
+        } else {
+          const __m256 vd = _mm256_set1_ps(v[d0 + d]);
           acc[j] = add_term(acc[j], vd, _mm256_mul_ps(vd, ea[d]), ea[d], ek(d, j));
+        }
       }
   });
 }

@@ -228,10 +228,9 @@ inline void copy_into_head_columns(float* __restrict x, int ld, const float* __r
 }
 
 // sum_j x_j . y_j for x (T, Dh; row stride ldx) and y (T, Dh): the cosine and lsa forms'
-// temperature gradient.
-// Summed in kSumLanes running sums, element d of a row into sum d mod kSumLanes, then those
-// in order: one running sum was a chain of T Dh dependent additions, a sixth of a 14- or
-// 16-token head's backward on a Zen 3.
+// temperature gradient, in kSumLanes running sums, element d of a row into sum d mod
+// kSumLanes, then those in order. One running sum was a chain of T Dh dependent additions:
+// an eighth (cosine) to a sixth (lsa) of a 14- or 16-token head's backward on a Zen 3.
 constexpr int kSumLanes = 8;
 template <int kDh>
 inline float sum_of_row_products(const float* __restrict x, int ldx, const float* __restrict y,
