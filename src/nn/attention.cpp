@@ -58,8 +58,10 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
       float* P = att + hd.att_offset + int64_t(i0) * T;
       dispatch_vectors(Tp, [&](auto V) {
         if (hd.form == AttentionForm::additive)
-          attention_avx512::additive_softmax_rows<kDh, V(), R>(
-              P, w.exp_q + int64_t(i0) * kDh, w.exp_kt, hd.additive_v, T);
+          with_additive_pairs(hd, [&](auto pairs) {
+            attention_avx512::additive_softmax_rows<kDh, V(), R, pairs()>(
+                P, w.exp_q + int64_t(i0) * kDh, w.exp_kt, hd.additive_v, T);
+          });
         else if (masks_own_token(hd))
           attention_avx512::score_softmax_rows<kDh, V(), R, true>(P, qi, q.ld, w.kt, hd.scale,
                                                                   T, i0);

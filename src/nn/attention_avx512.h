@@ -146,27 +146,56 @@ void score_softmax_rows(float* P, const float* q, int ldq, const float* kt, floa
   softmax_rows<V, R>(P, acc, T);
 }
 
+// y = P + 1 = ea ek + 1, the denominator of an additive term of query lanes ea = e^2q
+// against keys ek = e^2k (either may be the broadcast).
+[[gnu::always_inline]] inline __m512 additive_denominator(__m512 ea, __m512 ek) {
+  return _mm512_fmadd_ps(ea, ek, _mm512_set1_ps(1.0f));
+}
+
+// sum + w0 / y0 + w1 / y1 over one division, (w0 y1 + w1 y0) / (y0 y1), y = ea ek + 1 (the
+// caller keeps y0 y1 and the numerator floats: Head::additive_pairs).
+[[gnu::always_inline]] inline __m512 add_pair(__m512 sum, __m512 w0, __m512 ea0, __m512 ek0,
+                                              __m512 w1, __m512 ea1, __m512 ek1) {
+  const __m512 y1 = additive_denominator(ea1, ek1), y0 = additive_denominator(ea0, ek0);
+  const __m512 numerator = _mm512_fmadd_ps(w0, y1, _mm512_mul_ps(w1, y0));
+  return _mm512_add_ps(sum, _mm512_div_ps(numerator, _mm512_mul_ps(y0, y1)));
+}
+
 // P (R, T; row stride T) = the softmax of R rows of additive scores, sum_d v_d tanh(q_rd +
 // k_jd), from exp_q (R, kDh; row stride kDh) = e^2q of the query rows and exp_kt (kDh, 16 V)
 // = e^2K^T, any positive value in its padding columns: each term (v_d P - v_d) / (P + 1)
-// with P = e^2q e^2k, as attention_tiles::additive_rows_from_exps computes it.
-template <int kDh, int V, int R>
+// with P = e^2q e^2k, as attention_tiles::additive_rows_from_exps computes it. kInPairs:
+// tanh = 1 - 2 / (P + 1), and the scores less the head's constant sum_d v_d, to which a
+// softmax is blind: sum_d w_d / (P + 1) with w = -2 v, two terms a division (add_pair), as
+// at the AVX2 level.
+template <int kDh, int V, int R, bool kInPairs>
 void additive_softmax_rows(float* P, const float* exp_q, const float* exp_kt, const float* v,
                            int T) {
+  static_assert(kDh % 2 == 0);
   __m512 acc[R][V];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < V; ++c) acc[r][c] = _mm512_setzero_ps();
-  const __m512 one = _mm512_set1_ps(1.0f);
-  for (int d = 0; d < kDh; ++d) {
-    __m512 ek[V];
-    for (int c = 0; c < V; ++c) ek[c] = _mm512_loadu_ps(exp_kt + d * 16 * V + 16 * c);
-    const __m512 vd = _mm512_set1_ps(v[d]);
-    for (int r = 0; r < R; ++r) {
-      const float ea = exp_q[int64_t(r) * kDh + d];
-      const __m512 vea = _mm512_set1_ps(v[d] * ea), eav = _mm512_set1_ps(ea);
-      for (int c = 0; c < V; ++c)
-        acc[r][c] = _mm512_add_ps(acc[r][c], _mm512_div_ps(_mm512_fmsub_ps(vea, ek[c], vd),
-                                                           _mm512_fmadd_ps(eav, ek[c], one)));
+  auto ek = [&](int d, int c) { return _mm512_loadu_ps(exp_kt + d * 16 * V + 16 * c); };
+  auto ea = [&](int r, int d) { return exp_q[int64_t(r) * kDh + d]; };
+  if constexpr (kInPairs) {
+    for (int d = 0; d < kDh; d += 2) {
+      const __m512 w0 = _mm512_set1_ps(-2.0f * v[d]), w1 = _mm512_set1_ps(-2.0f * v[d + 1]);
+      for (int r = 0; r < R; ++r) {
+        const __m512 ea0 = _mm512_set1_ps(ea(r, d)), ea1 = _mm512_set1_ps(ea(r, d + 1));
+        for (int c = 0; c < V; ++c)
+          acc[r][c] = add_pair(acc[r][c], w0, ea0, ek(d, c), w1, ea1, ek(d + 1, c));
+      }
+    }
+  } else {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int d = 0; d < kDh; ++d) {
+      const __m512 vd = _mm512_set1_ps(v[d]);
+      for (int r = 0; r < R; ++r) {
+        const __m512 vea = _mm512_set1_ps(v[d] * ea(r, d)), eav = _mm512_set1_ps(ea(r, d));
+        for (int c = 0; c < V; ++c)
+          acc[r][c] = _mm512_add_ps(acc[r][c], _mm512_div_ps(_mm512_fmsub_ps(vea, ek(d, c), vd),
+                                                             _mm512_fmadd_ps(eav, ek(d, c), one)));
+      }
     }
   }
   softmax_rows<V, R>(P, acc, T);

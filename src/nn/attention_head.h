@@ -145,13 +145,13 @@ void exps_of_twice(float* __restrict ex, const float* __restrict x, int ldx, int
       ex[int64_t(j) * kDh + d] = exp_within_87(2.0f * x[int64_t(j) * ldx + d]);
 }
 
-// At the AVX2 level two additive terms share a division in registers (attention_avx2.h),
-// where the divider held up the FMAs beside it, while |q|max + |k|max <= kAdditivePairBound
-// and |v| <= kAdditivePairWeightBound: then y = P + 1 <= 1 + e^40, y0 y1 <= 5.5e34, and the
-// numerator w0 y1 + w1 y0, with |w| = 2 |v|, stays below 1e21, a float. Elsewhere a
-// division a term: the x86-64 level's loops took 1.08x the time in pairs, and AVX-512's are
-// unmeasured.
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+// At the AVX2 and AVX-512 levels two additive terms share a division in registers
+// (attention_avx2.h, attention_avx512.h), where the divider held up the FMAs beside it,
+// while |q|max + |k|max <= kAdditivePairBound and |v| <= kAdditivePairWeightBound: then y =
+// P + 1 <= 1 + e^40, y0 y1 <= 5.5e34, and the numerator w0 y1 + w1 y0, with |w| = 2 |v|,
+// stays below 1e21, a float. At the x86-64 level a division a term: its loops took 1.08x
+// the time in pairs.
+#if defined(__AVX2__) && defined(__FMA__)
 constexpr bool kAdditiveInPairs = true;
 #else
 constexpr bool kAdditiveInPairs = false;
