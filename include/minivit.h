@@ -22,7 +22,8 @@
  *   probabilities        (count, classes), each row summing to 1
  *   attention            (layers, heads, tokens, tokens); row i is where token i looks
  *   rollout              (grid, grid), each patch's weight where the head reads: the CLS
- *                        token's row (its own column left out), or the mean of the rows
+ *                        token's row (its own column left out), the mean of the rows
+ *                        (pool = mean), or the rows weighted by the pooling weights (seq)
  */
 #ifndef MINIVIT_H
 #define MINIVIT_H

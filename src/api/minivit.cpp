@@ -284,7 +284,7 @@ minivit_status minivit_attention(minivit_model* model, const float* image, float
     if (attention) std::copy(maps.att.begin(), maps.att.end(), attention);
     if (rollout) {
       const minivit::Tensor2 r =
-          minivit::attention_rollout(maps.att, maps.pool, minivit::Fusion::mean, 0.0);
+          minivit::attention_rollout(maps.att, maps.readout(), minivit::Fusion::mean, 0.0);
       std::copy(r.begin(), r.end(), rollout);
     }
   });

@@ -12,19 +12,23 @@
 
 namespace minivit {
 
-AttentionMaps collect_attention(const ViT& model, const float* image) {
-  const ModelConfig& c = model.config;
+AttentionMaps attention_maps_of(const ModelConfig& c, const Activations& acts) {
   const size_t L = size_t(c.depth), H = size_t(c.heads), T = size_t(c.tokens());
-  Activations acts(c, 1, false);
-  vit_forward(model, acts, image, 1, false, 0);
   AttentionMaps m;
   m.att = Tensor4::from_shape({L, H, T, T});
   m.pool = c.pool;
   for (size_t l = 0; l < L; ++l)
     std::copy_n(acts.blocks[l].att, H * T * T, m.att.data() + l * H * T * T);
+  if (c.pool == PoolKind::seq) m.pool_weights.assign(acts.pool_weights, acts.pool_weights + T);
   m.logits.assign(acts.logits, acts.logits + c.num_classes);
   m.probs = class_probabilities(m.logits.data(), c.num_classes);
   return m;
+}
+
+AttentionMaps collect_attention(const ViT& model, const float* image) {
+  Activations acts(model.config, 1, false);
+  vit_forward(model, acts, image, 1, false, 0);
+  return attention_maps_of(model.config, acts);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -128,41 +132,52 @@ static size_t grid_side(size_t T, PoolKind pool) {
   return G;
 }
 
-// The mean of the T rows of a (T, T) matrix.
-static std::vector<double> mean_of_rows(const float* rows, size_t T) {
-  std::vector<double> mean(T, 0.0);
-  for (size_t i = 0; i < T; ++i)
-    for (size_t j = 0; j < T; ++j) mean[j] += rows[i * T + j];
-  for (double& m : mean) m /= double(T);
-  return mean;
-}
-
-Tensor2 readout_rollout(const Tensor2& joint, PoolKind pool) {
-  const size_t T = joint.shape(0), G = grid_side(T, pool);
-  Tensor2 out = Tensor2::from_shape({G, G});
-  if (pool == PoolKind::cls) {
-    std::copy_n(joint.data() + 1, G * G, out.data());
-  } else {
-    const std::vector<double> mean = mean_of_rows(joint.data(), T);
-    std::transform(mean.begin(), mean.end(), out.data(), [](double x) { return float(x); });
+// The T rows of a (T, T) matrix combined as the head combines the tokens, over the patch
+// columns: the CLS row without its CLS column, the mean of the rows, or their sum weighted
+// by the pooling weights.
+static std::vector<float> read_rows(const float* rows, size_t T, const Readout& readout) {
+  if (readout.pool == PoolKind::cls) return std::vector<float>(rows + 1, rows + T);
+  const bool weighted = readout.pool == PoolKind::seq;
+  if (weighted && readout.token_weights.size() != T)
+    throw Error("sequence pooling's attention is read with one pooling weight per token: got " +
+                std::to_string(readout.token_weights.size()) + " weights for " +
+                std::to_string(T) + " tokens");
+  std::vector<double> sum(T, 0.0);
+  for (size_t i = 0; i < T; ++i) {
+    const double w = weighted ? double(readout.token_weights[i]) : 1.0;
+    for (size_t j = 0; j < T; ++j) sum[j] += w * rows[i * T + j];
   }
+  std::vector<float> out(T);
+  for (size_t j = 0; j < T; ++j) out[j] = float(weighted ? sum[j] : sum[j] / double(T));
   return out;
 }
 
-Tensor2 attention_rollout(const Tensor4& att, PoolKind pool, Fusion fusion, double discard_ratio) {
-  return readout_rollout(rollout_matrix(att, pool, fusion, discard_ratio), pool);
+Tensor2 readout_rollout(const Tensor2& joint, const Readout& readout) {
+  const size_t T = joint.shape(0), G = grid_side(T, readout.pool);
+  const std::vector<float> patches = read_rows(joint.data(), T, readout);
+  Tensor2 out = Tensor2::from_shape({G, G});
+  std::copy_n(patches.data(), G * G, out.data());
+  return out;
 }
 
-std::vector<float> readout_attention(const Tensor4& att, PoolKind pool, int layer, int head) {
-  const size_t H = att.shape(1), T = att.shape(2), first = first_patch(pool);
-  const float* rows = att.data() + (size_t(layer) * H + size_t(head)) * T * T;
-  if (pool == PoolKind::cls) return std::vector<float>(rows + first, rows + T);
-  const std::vector<double> mean = mean_of_rows(rows, T);
-  return std::vector<float>(mean.begin(), mean.end());
+Tensor2 attention_rollout(const Tensor4& att, const Readout& readout, Fusion fusion,
+                          double discard_ratio) {
+  return readout_rollout(rollout_matrix(att, readout.pool, fusion, discard_ratio), readout);
+}
+
+std::vector<float> readout_attention(const Tensor4& att, const Readout& readout, int layer,
+                                     int head) {
+  const size_t H = att.shape(1), T = att.shape(2);
+  return read_rows(att.data() + (size_t(layer) * H + size_t(head)) * T * T, T, readout);
 }
 
 const char* readout_name(PoolKind pool) {
-  return pool == PoolKind::cls ? "the CLS token" : "the mean of all tokens";
+  switch (pool) {
+    case PoolKind::cls: return "the CLS token";
+    case PoolKind::mean: return "the mean of all tokens";
+    case PoolKind::seq: return "the sequence-pooled tokens";
+  }
+  return "?";
 }
 
 // ---------------------------------------------------------------------------------------
@@ -240,16 +255,22 @@ constexpr SummaryTexts kMeanSummaryTexts = {
     "sums to 1",
     "mean-over-tokens attention per layer (rows) and head (columns)"};
 
-// Sequence pooling reads a learned weighting of the tokens; the maps still read the plain
-// mean of their rows, as with mean pooling, and say so.
-constexpr SummaryTexts kSeqSummaryTexts = [] {
-  SummaryTexts texts = kMeanSummaryTexts;
-  texts.readout =
-      "the mean of all tokens: there is no CLS token; the head reads the final states of the "
-      "patch tokens weighted by learned scores (model.pool = seq), and these maps read the "
-      "plain mean of the token rows";
-  return texts;
-}();
+constexpr SummaryTexts kSeqSummaryTexts = {
+    "the sequence-pooled tokens: there is no CLS token, the head reads the final states of "
+    "the patch tokens weighted by learned scores (model.pool = seq; pool_weights.npy holds "
+    "this image's weights, the softmax of the scores over the tokens)",
+    "patches: the token rows of each head weighted by the pooling weights (a distribution "
+    "over the patches); natural log (nats); uniform attention gives entropy_uniform = "
+    "ln(patches)",
+    "the attention weight on that patch of the token rows weighted by the pooling weights; "
+    "row and col are the patch's position in the grid, patch = row * grid + col",
+    "A_l = rownorm(discard(fuse_heads(attention[l])) + I); rollout = A_L ... A_2 A_1; "
+    "rollout.npy = the rows weighted by the pooling weights, pool_weights . rollout, as "
+    "[grid, grid] (sums to 1). discard zeroes the floor(discard * T * T) smallest fused "
+    "entries",
+    "float32 [layers, heads, T, T], T = patches (no CLS token); row i: where token i looks, "
+    "sums to 1",
+    "pooling-weighted attention per layer (rows) and head (columns)"};
 
 static const SummaryTexts& summary_texts(PoolKind pool) {
   if (pool == PoolKind::seq) return kSeqSummaryTexts;
@@ -280,11 +301,12 @@ nlohmann::ordered_json attention_summary(const SummaryInputs& in) {
   j["entropy_over"] = texts.entropy_over;
   j["entropy_uniform"] = std::log(double(N));
   j["top_patches_weight"] = texts.top_patches_weight;
+  const Readout readout = in.maps->readout();
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (int l = 0; l < L; ++l) {
     nlohmann::ordered_json heads = nlohmann::ordered_json::array();
     for (int h = 0; h < H; ++h) {
-      const std::vector<float> to_patches = readout_attention(att, pool, l, h);
+      const std::vector<float> to_patches = readout_attention(att, readout, l, h);
       nlohmann::ordered_json head = {{"head", h}, {"entropy", patch_entropy(to_patches.data(), N)}};
       if (pool == PoolKind::cls) {
         double mass = 0.0;
@@ -307,6 +329,11 @@ nlohmann::ordered_json attention_summary(const SummaryInputs& in) {
       {"definition", texts.rollout_definition},
       {"patch_mass", rollout_mass},
       {"top_patches", patches_json(top_patches(in.rollout->data(), G, 5))}};
+  if (pool == PoolKind::seq)
+    j["pool_weights"] = {
+        {"definition", "softmax over the tokens of a learned score of each final state: the "
+                       "share of each patch's final state in what the head reads"},
+        {"top_patches", patches_json(top_patches(in.maps->pool_weights.data(), G, 5))}};
   j["files"] = {
       {"attention.npy", texts.attention_file},
       {"rollout.npy", "float32 [grid, grid]"},
@@ -318,6 +345,8 @@ nlohmann::ordered_json attention_summary(const SummaryInputs& in) {
       {"grad_rollout.png", "the gradient rollout over the input"},
       {"thumb.png", "small input with the gradient rollout over it, for galleries"},
       {"index.html", "explorer: open in a browser, click any patch to see where it looks"}};
+  if (pool == PoolKind::seq)
+    j["files"]["pool_weights.npy"] = "float32 [grid, grid]: the sequence pooling's weights";
   return j;
 }
 

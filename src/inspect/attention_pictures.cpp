@@ -65,8 +65,9 @@ Canvas render_input(const Image8& image, int min_side) {
 
 // The two legend lines under the title of grid.png.
 static std::vector<std::string> grid_legend(int G, PoolKind pool) {
-  const char* looks = pool == PoolKind::cls ? "where the CLS token looks"
-                                            : "where the tokens look on average (no CLS token)";
+  const char* looks = pool == PoolKind::cls    ? "where the CLS token looks"
+                      : pool == PoolKind::mean ? "where the tokens look on average (no CLS token)"
+                                               : "where the tokens look, weighted as the pooling reads them";
   return {strprintf("Row = layer, column = head. Each tile: %s among the %dx%d patches.", looks, G, G),
           "Colour scaled per tile from its least to its most attended patch; red box = top patch."};
 }
@@ -93,7 +94,9 @@ GridLayout grid_layout(int layers, int heads, int grid, int image_size, PoolKind
   return g;
 }
 
-Canvas render_grid(const Image8& image, const Tensor4& att, PoolKind pool, const std::string& title) {
+Canvas render_grid(const Image8& image, const Tensor4& att, const Readout& readout,
+                   const std::string& title) {
+  const PoolKind pool = readout.pool;
   const int L = int(att.shape(0)), H = int(att.shape(1)), T = int(att.shape(2));
   const int G = int(std::lround(std::sqrt(double(pool == PoolKind::cls ? T - 1 : T))));
   const int S = int(image.shape(1));
@@ -121,7 +124,7 @@ Canvas render_grid(const Image8& image, const Tensor4& att, PoolKind pool, const
   for (int l = 0; l < L; ++l) {
     canvas.draw_text(kMargin, g.tile_y(l) + g.tile / 2 - kTextCapHeight, "layer " + std::to_string(l), kInk, 2);
     for (int h = 0; h < H; ++h) {
-      const std::vector<float> map = readout_attention(att, pool, l, h);
+      const std::vector<float> map = readout_attention(att, readout, l, h);
       draw_overlay(canvas, g.tile_x(h), g.tile_y(l), g.tile, image, map.data(), G);
       const float top = *std::max_element(map.begin(), map.end());
       canvas.draw_text(g.tile_x(h), g.tile_y(l) + g.tile + 3, "max " + fixed(top, 3), kMuted);
@@ -157,8 +160,9 @@ Canvas render_rollout(const Image8& image, const Tensor2& rollout, PoolKind pool
   draw_colorbar(canvas, bar_x, bar_y + 2, bar_w, 12);
   canvas.draw_text(bar_x + bar_w + 6, bar_y + 3, hi_text, kMuted);
   canvas.draw_text(x2, bar_y + 20,
-                   pool == PoolKind::cls ? "share of the CLS output flowing from each patch"
-                                         : "share of the mean token output flowing from each patch",
+                   pool == PoolKind::cls    ? "share of the CLS output flowing from each patch"
+                   : pool == PoolKind::mean ? "share of the mean token output flowing from each patch"
+                                            : "share of the pooled output flowing from each patch",
                    kMuted);
   canvas.draw_text(x2, bar_y + 20 + kTextLineHeight, note, kMuted);
   return canvas;

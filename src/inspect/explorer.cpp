@@ -72,6 +72,7 @@ nlohmann::ordered_json explorer_data(const ExplorerPage& p) {
   j["pool"] = config_name(m.pool);
   j["attention_form"] = p.attention_form;
   j["attention"] = floats_base64(e.maps.att);
+  if (m.pool == PoolKind::seq) j["pool_weights"] = floats_base64(e.maps.pool_weights);
   j["rollout_defaults"] = {{"fusion", fusion_name(p.fusion)}, {"discard", p.discard}};
   j["classes"] = *p.class_names;
   j["probabilities"] = e.maps.probs;

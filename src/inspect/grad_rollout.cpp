@@ -24,12 +24,7 @@ Explanation explain_class(ViT& model, const float* image, int class_index) {
   vit_forward(model, acts, image, 1, false, 0);
 
   Explanation e;
-  e.maps.att = Tensor4::from_shape({L, H, T, T});
-  e.maps.pool = c.pool;
-  for (size_t l = 0; l < L; ++l)
-    std::copy_n(acts.blocks[l].att, H * T * T, e.maps.att.data() + l * H * T * T);
-  e.maps.logits.assign(acts.logits, acts.logits + K);
-  e.maps.probs = class_probabilities(e.maps.logits.data(), K);
+  e.maps = attention_maps_of(c, acts);
   e.class_index = class_index >= 0 ? class_index
                                    : int(std::max_element(e.maps.logits.begin(), e.maps.logits.end()) -
                                          e.maps.logits.begin());
@@ -42,11 +37,11 @@ Explanation explain_class(ViT& model, const float* image, int class_index) {
   e.att_grad = Tensor4::from_shape({L, H, T, T});
   for (size_t l = 0; l < L; ++l)
     std::copy_n(acts.blocks[l].att_grad, H * T * T, e.att_grad.data() + l * H * T * T);
-  e.grad_rollout = gradient_rollout(e.maps.att, e.att_grad, c.pool);
+  e.grad_rollout = gradient_rollout(e.maps.att, e.att_grad, e.maps.readout());
   return e;
 }
 
-Tensor2 gradient_rollout(const Tensor4& att, const Tensor4& att_grad, PoolKind pool) {
+Tensor2 gradient_rollout(const Tensor4& att, const Tensor4& att_grad, const Readout& readout) {
   const size_t L = att.shape(0), H = att.shape(1), T = att.shape(2), TT = T * T;
   if (att_grad.shape() != att.shape())
     throw Error("gradient rollout: the attention and its gradient differ in shape");
@@ -62,7 +57,7 @@ Tensor2 gradient_rollout(const Tensor4& att, const Tensor4& att_grad, PoolKind p
     }
     layers.push_back(std::move(w));
   }
-  return readout_rollout(rollout_chain(layers), pool);
+  return readout_rollout(rollout_chain(layers), readout);
 }
 
 }  // namespace minivit

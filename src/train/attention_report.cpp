@@ -61,9 +61,12 @@ void write_report_arrays_and_pictures(const std::string& d, const Explanation& e
   write_npy(d + "grad_rollout.npy", e.grad_rollout.data(), grid_shape);
   write_npy(d + "input.npy", input.data(), {m.channels, m.image_size, m.image_size});
   write_png(d + "input.png", render_input(seen));
-  const std::string grid_title =
-      maps.pool == PoolKind::cls ? "CLS attention per layer and head: " : "Mean attention per layer and head: ";
-  write_png(d + "grid.png", render_grid(seen, maps.att, maps.pool, grid_title + headline));
+  const std::string grid_title = maps.pool == PoolKind::cls    ? "CLS attention per layer and head: "
+                                 : maps.pool == PoolKind::mean ? "Mean attention per layer and head: "
+                                                               : "Pooled attention per layer and head: ";
+  write_png(d + "grid.png", render_grid(seen, maps.att, maps.readout(), grid_title + headline));
+  if (maps.pool == PoolKind::seq)
+    write_npy(d + "pool_weights.npy", maps.pool_weights.data(), grid_shape);
   write_png(d + "rollout.png",
             render_rollout(seen, rollout, maps.pool, headline,
                            strprintf("heads fused by %s; ", fusion_name(settings.fusion)) +
@@ -103,7 +106,8 @@ GalleryItem write_attention_report(ViT& model, const ReportSettings& settings, R
   const std::vector<float> input = normalise_image(img.pixels, config.data.mean, config.data.std);
   const Explanation e = explain_class(model, input.data(), settings.class_index);
   const AttentionMaps& maps = e.maps;
-  const Tensor2 rollout = attention_rollout(maps.att, maps.pool, settings.fusion, settings.discard);
+  const Tensor2 rollout =
+      attention_rollout(maps.att, maps.readout(), settings.fusion, settings.discard);
   if (stats) {
     for (int l = 0; l < m.depth; ++l)
       stats->add_layer(l, maps.att.data() + size_t(l) * m.heads * m.tokens() * m.tokens());

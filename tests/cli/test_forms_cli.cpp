@@ -199,7 +199,8 @@ TEST_CASE("train, eval, attention, info and resume with sequence pooling", "[cli
   // eval rebuilds the same model from the checkpoint alone.
   check_eval_repeats_training(dir, out);
 
-  // attention: N x N maps, read as the mean of the token rows, and saying so.
+  // attention: N x N maps, read as the token rows weighted by the pooling weights, which
+  // come as pool_weights.npy, and saying so.
   const std::string maps = dir.str("maps");
   const RunResult attention = run_minivit("attention --checkpoint " + last + " --index 0 --out " + maps);
   INFO(attention.err);
@@ -208,6 +209,8 @@ TEST_CASE("train, eval, attention, info and resume with sequence pooling", "[cli
   const auto summary = nlohmann::json::parse(read_text(maps + "/summary.json"));
   CHECK(summary["pool"] == "seq");
   CHECK_THAT(summary["readout"].get<std::string>(), Contains("weighted by learned scores"));
+  CHECK(minivit::read_npy(maps + "/pool_weights.npy").shape == std::vector<int64_t>{3, 3});
+  CHECK(summary["pool_weights"]["top_patches"].size() == 5);
 
   const RunResult info = run_minivit("info " + last);
   REQUIRE(info.exit_code == 0);

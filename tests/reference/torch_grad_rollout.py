@@ -4,8 +4,8 @@ vit_model.py: the independent computation minivit's grad_rollout.npy is checked 
 
 For class c with logit y_c, per layer: W = mean over heads of max(0, A * dy_c/dA), A the
 softmax attention (eval mode); add the identity, renormalise rows, multiply the layers from
-the first to the last; read the CLS row over the patches, or without a CLS token (mean
-pooling) the mean of all rows.
+the first to the last; read the CLS row over the patches, or without a CLS token the mean
+of all rows (mean pooling) or the rows weighted by the pooling weights (sequence pooling).
 
 Usage: torch_grad_rollout.py --weights W.safetensors --image-npy input.npy [--class K]
                              --out grad_rollout.npy
@@ -19,7 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from vit_files import read_safetensors  # noqa: E402
-from vit_model import build_model, config_from_weights  # noqa: E402
+from vit_model import build_model, config_from_weights, keep_pool_weights  # noqa: E402
 
 
 def keep_attention_with_grad(model):
@@ -55,6 +55,7 @@ def main():
     cfg = config_from_weights(tensors, meta)
     model = build_model(tensors, cfg, dtype=torch.float64).eval()
     kept = keep_attention_with_grad(model)
+    pool_weights = keep_pool_weights(model)
     img = torch.from_numpy(np.load(args.image_npy).astype(np.float64))[None]
     logits = model(img)[0]
     c = int(logits.argmax()) if args.cls < 0 else args.cls
@@ -68,7 +69,10 @@ def main():
         w = w / w.sum(-1, keepdim=True)
         joint = w @ joint
     first = 1 if cls_pool else 0
-    pooled = joint[0] if cls_pool else joint.mean(0)
+    if pool_weights is not None:
+        pooled = pool_weights[-1][0].detach() @ joint
+    else:
+        pooled = joint[0] if cls_pool else joint.mean(0)
     G = int(round((T - first) ** 0.5))
     out = pooled[first:].reshape(G, G).detach().numpy()
     np.save(args.out, out)

@@ -31,8 +31,8 @@ import torch.nn.functional as F
 from vit_files import load_batch, parse_floats, read_safetensors, write_safetensors
 from minivit_draws import drop_path_scales, dropout_masks, patch_keep
 from vit_model import (FORM_CHOICES, MODEL_KEYS, ViT, attention_maps, build_model, stem_widths,
-                       config_from_weights, model_metadata, random_weights, set_bf16_products,
-                       state_to_numpy)
+                       config_from_weights, keep_pool_weights, model_metadata, random_weights,
+                       set_bf16_products, state_to_numpy)
 from vit_selftest import check_score_variance, selftest_forms, selftest_one
 
 
@@ -161,9 +161,14 @@ def cmd_attention(args):
     want = (cfg["channels"], cfg["image_size"], cfg["image_size"])
     if img.shape != want:
         raise SystemExit("error: %s has shape %s, expected %s" % (args.image_npy, img.shape, want))
+    pool_weights = keep_pool_weights(model)
     maps, logits = attention_maps(model, torch.from_numpy(img)[None])
     out = maps[:, 0].numpy().astype(np.float32)  # [layers, heads, T, T]
     np.save(args.out, out)
+    if args.pool_weights_out:
+        if pool_weights is None:
+            raise SystemExit("error: --pool-weights-out: the model has no sequence pooling")
+        np.save(args.pool_weights_out, pool_weights[-1][0].numpy().astype(np.float32))
     print("wrote %s shape %s; logits %s" % (args.out, out.shape,
                                              np.array2string(logits[0].numpy(), precision=4)))
 
@@ -352,6 +357,8 @@ def main(argv=None):
     p.add_argument("--image-npy", dest="image_npy", required=True)
     p.add_argument("--heads", type=int, default=None)
     p.add_argument("--out", required=True)
+    p.add_argument("--pool-weights-out", dest="pool_weights_out", default=None,
+                   help="with sequence pooling, also save its weights over the tokens [T]")
     add_threads(p)
     p.set_defaults(fn=cmd_attention)
 

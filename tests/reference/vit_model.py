@@ -504,6 +504,17 @@ def state_to_numpy(model, order):
     return OrderedDict((k, sd[k].detach().to(torch.float32).cpu().numpy()) for k in order)
 
 
+def keep_pool_weights(model):
+    """With sequence pooling, a list that each forward then appends its pooling weights to
+    ([B, T], the softmax of attention_pool's scores over the tokens); None for other pools."""
+    if getattr(model, "pool", None) != "seq":
+        return None
+    kept = []
+    model.attention_pool.register_forward_hook(
+        lambda module, inputs, scores: kept.append(F.softmax(scores, dim=1)[..., 0]))
+    return kept
+
+
 def attention_maps(model, x):
     """Softmax attention of every layer for one batch, as [layers, B, heads, T, T]."""
     for blk in model.blocks:

@@ -13,12 +13,14 @@
 //
 // Legend as in tensor.h: L layers, H heads, G the patch grid side, N = G * G, T tokens: with
 // model.pool = cls T = 1 + N (the CLS token first, then the patches row-major); with
-// model.pool = mean T = N (the patches alone).
+// model.pool = mean or seq T = N (the patches alone).
 //
 // "Where the model looks" is read where the head reads: the CLS token's row of attention
-// over the patches, or, when the head reads the mean of the tokens (PoolKind::mean), the
-// mean of all token rows.
+// over the patches; when the head reads the mean of the tokens (PoolKind::mean), the mean of
+// all token rows; with sequence pooling (PoolKind::seq), the token rows weighted by the
+// pooling's weights for that image, as the head weighs the tokens' final states.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -26,19 +28,36 @@
 #include "minivit/core/tensor.h"
 #include "minivit/data/image_io.h"
 #include "minivit/inspect/canvas.h"
+#include "minivit/model/activations.h"
 #include "minivit/model/vit.h"
 
 namespace minivit {
 
+// What the head reads of the last block's tokens, to read the maps where it reads. A
+// PoolKind converts to it for cls and mean; seq also needs the image's pooling weights.
+struct Readout {
+  PoolKind pool = PoolKind::cls;
+  std::vector<float> token_weights;  // (T) PoolKind::seq only: softmax_t(w . z_t), sums to 1
+  Readout(PoolKind kind) : pool(kind) {}  // NOLINT(google-explicit-constructor)
+  Readout(PoolKind kind, std::vector<float> weights)
+      : pool(kind), token_weights(std::move(weights)) {}
+};
+
 struct AttentionMaps {
   Tensor4 att;                 // (L, H, T, T) softmax weights; row i = where token i looks
   PoolKind pool = PoolKind::cls;  // the model's: whether token 0 is a CLS token
+  std::vector<float> pool_weights;  // (T) model.pool = seq: each token's share of what the
+                                    // head reads (nn/seq_pool.h); empty otherwise
   std::vector<float> logits;   // (K)
   std::vector<double> probs;   // (K)
+  Readout readout() const { return {pool, pool_weights}; }
 };
 
 // One forward pass of `model` in eval mode on one normalised image (C, S, S).
 AttentionMaps collect_attention(const ViT& model, const float* image);
+
+// The maps of the one image in `acts` after vit_forward of a model of config `c`.
+AttentionMaps attention_maps_of(const ModelConfig& c, const Activations& acts);
 
 // ---------------------------------------------------------------------------------------
 // Attention rollout
@@ -70,21 +89,26 @@ Tensor2 rollout_matrix(const Tensor4& att, PoolKind pool, Fusion fusion, double 
 // The rollout read where the head reads, over the patches as the (G, G) grid. With a CLS
 // token: row 0 of rollout_matrix over columns 1..N, how much of the CLS token's final state
 // flows from each patch, not renormalised (the rest of the row, column 0, is the flow from
-// the CLS token itself). Without one: the mean of all rows, how much of the mean of the
-// final states flows from each patch; it sums to 1.
-Tensor2 attention_rollout(const Tensor4& att, PoolKind pool, Fusion fusion, double discard_ratio);
+// the CLS token itself). Without one: the mean of all rows (mean pooling), or the rows
+// weighted by the pooling weights (seq), how much of what the head reads flows from each
+// patch; it sums to 1.
+Tensor2 attention_rollout(const Tensor4& att, const Readout& readout, Fusion fusion,
+                          double discard_ratio);
 
-// That reading of any rollout matrix (T, T): its CLS row over the patches, or the mean of
-// its rows, as the (G, G) grid.
-Tensor2 readout_rollout(const Tensor2& joint, PoolKind pool);
+// That reading of any rollout matrix (T, T): its CLS row over the patches, the mean of its
+// rows, or its rows weighted by the pooling weights, as the (G, G) grid. Throws
+// minivit::Error when a seq readout's weights are not one per token.
+Tensor2 readout_rollout(const Tensor2& joint, const Readout& readout);
 
 // Where the head's input looks among the N patches in layer `layer`, head `head` of `att`
-// (L, H, T, T): the CLS row without its CLS column (not renormalised), or the mean of all
-// token rows (PoolKind::mean; sums to 1).
-std::vector<float> readout_attention(const Tensor4& att, PoolKind pool, int layer, int head);
+// (L, H, T, T): the CLS row without its CLS column (not renormalised), the mean of all token
+// rows (PoolKind::mean), or the token rows weighted by the pooling weights (PoolKind::seq);
+// the last two sum to 1.
+std::vector<float> readout_attention(const Tensor4& att, const Readout& readout, int layer,
+                                     int head);
 
-// What the head reads, in words for pictures and pages: "the CLS token" or "the mean of all
-// tokens".
+// What the head reads, in words for pictures and pages: "the CLS token", "the mean of all
+// tokens" or "the sequence-pooled tokens".
 const char* readout_name(PoolKind pool);
 
 // ---------------------------------------------------------------------------------------
@@ -108,7 +132,8 @@ nlohmann::ordered_json patches_json(const std::vector<PatchWeight>& top);
 double patch_entropy(const float* weights, int n);
 
 // summary.json: the prediction (top-5) and, per layer and head, the entropy and top patches
-// of readout_attention, plus the rollout's top patches.
+// of readout_attention, plus the rollout's top patches and, with sequence pooling, the
+// pooling weights' top patches.
 struct SummaryInputs {
   const AttentionMaps* maps = nullptr;
   const Tensor2* rollout = nullptr;  // (G, G)
@@ -142,7 +167,8 @@ GridLayout grid_layout(int layers, int heads, int grid, int image_size, PoolKind
 // patches blended on top in viridis, each tile scaled to its own min..max so every head's
 // pattern is visible, its largest weight printed under it and its top patch outlined.
 // `title` heads the picture (for instance the predicted class).
-Canvas render_grid(const Image8& image, const Tensor4& att, PoolKind pool, const std::string& title);
+Canvas render_grid(const Image8& image, const Tensor4& att, const Readout& readout,
+                   const std::string& title);
 
 // The input and the rollout over it, side by side, with a colour bar; `note` goes under
 // the bar (for instance the fusion and discard ratio).

@@ -5,7 +5,8 @@
 // where A is the attention after the softmax (evaluation mode: no dropout); then, as in
 // attention rollout, the identity is added for the residual path, rows renormalised to sum 1
 // and the layers multiplied from the first to the last; the result is read where the head
-// reads (the CLS row over the patches, or with model.pool = mean the mean of all rows).
+// reads (the CLS row over the patches, the mean of all rows with model.pool = mean, or the
+// rows weighted by the pooling weights with model.pool = seq).
 // Weights that raised y_c and were large count; weights whose growth would lower y_c do not.
 //
 //   Explanation e = explain_class(model, image, -1);   // the predicted class
@@ -32,6 +33,6 @@ void check_class_index(int class_index, int num_classes);
 Explanation explain_class(ViT& model, const float* image, int class_index);
 
 // The rollout above from the attention (L, H, T, T) and its gradient of the same shape.
-Tensor2 gradient_rollout(const Tensor4& att, const Tensor4& att_grad, PoolKind pool);
+Tensor2 gradient_rollout(const Tensor4& att, const Tensor4& att_grad, const Readout& readout);
 
 }  // namespace minivit

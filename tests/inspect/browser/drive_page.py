@@ -224,10 +224,15 @@ def rollout_matrix(att, cls, fusion, ratio):
     return joint
 
 
-def readout_row(mat, cls, token):
-    """Row `token` of a (T, T) matrix over the patch columns; token -1: the mean of all rows."""
+def readout_row(mat, cls, token, pool_weights=None):
+    """Row `token` of a (T, T) matrix over the patch columns; token -1: the mean of all rows,
+    or with sequence pooling the rows weighted by its pooling weights (pool_weights.npy)."""
     first = 1 if cls else 0
-    return (mat.mean(0) if token == -1 else mat[token])[first:].astype(np.float64)
+    if token != -1:
+        return mat[token][first:].astype(np.float64)
+    if pool_weights is None:
+        return mat.mean(0)[first:].astype(np.float64)
+    return (pool_weights.reshape(-1).astype(np.float64) @ mat.astype(np.float64))[first:]
 
 
 def entropy(w):
@@ -268,6 +273,8 @@ class PageTest:
         self.L, self.H, self.T = L, H, T
         grad_path, roll_path = (os.path.join(folder, f) for f in ("grad_rollout.npy", "rollout.npy"))
         self.grad = np.load(grad_path) if os.path.exists(grad_path) else None
+        pool_path = os.path.join(folder, "pool_weights.npy")
+        self.pool_weights = np.load(pool_path) if os.path.exists(pool_path) else None
         self.roll = np.load(roll_path) if os.path.exists(roll_path) else None
         checks.check(self.grad is not None, f"{grad_path} is missing")
         self.matrices = {}
@@ -288,14 +295,15 @@ class PageTest:
         key = (fusion, ratio)
         if key not in self.matrices:
             self.matrices[key] = rollout_matrix(self.att, self.cls, fusion, ratio)
-        return readout_row(self.matrices[key], self.cls, token)
+        return readout_row(self.matrices[key], self.cls, token, self.pool_weights)
 
     def check_state(self, s, token, where):
         c = self.c
         if not c.check(s["token"] == token, f"{where}: page shows token {s['token']}, expected {token}"):
             return
         a = self.att.astype(np.float64)
-        want = np.stack([[readout_row(a[l, h], self.cls, token) for h in range(self.H)] for l in range(self.L)])
+        want = np.stack([[readout_row(a[l, h], self.cls, token, self.pool_weights) for h in range(self.H)]
+                         for l in range(self.L)])
         c.check(max_diff(s["attention"], want) <= 1e-6,
                 f"{where}: tile values differ from attention.npy[l, h, {token}] by {max_diff(s['attention'], want):.3g}")
         ent = [[entropy(want[l, h]) for h in range(self.H)] for l in range(self.L)]
@@ -382,8 +390,8 @@ class PageTest:
         # An arrow key moves the pinned patch one column to the left.
         b.key("ArrowLeft", 37)
         self.check_state(self.shown(), self.N - 2 + self.first, "after ArrowLeft from the last patch")
-        # The readout button brings back the CLS token (or the mean of all tokens).
-        button = "btn-cls" if self.cls else "btn-mean"
+        # The readout button brings back the CLS token (or all tokens, pooled as the head pools them).
+        button = "btn-cls" if self.cls else "btn-pool" if self.pool_weights is not None else "btn-mean"
         r = b.evaluate(f"(() => {{ const e = document.getElementById('{button}'); if (!e) return null;"
                        " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
                        " return [r.left + r.width / 2, r.top + r.height / 2]; })()")
