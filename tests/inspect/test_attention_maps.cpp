@@ -17,6 +17,7 @@
 #include "minivit/formats/npy.h"
 #include "minivit/inspect/attention_maps.h"
 #include "minivit/model/vit.h"
+#include "small_model.h"
 #include "test_util.h"
 
 using namespace minivit;
@@ -26,18 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-ModelConfig small_config() {
-  ModelConfig c;
-  c.image_size = 12;  // 3x3 patches, T = 10
-  c.channels = 1;
-  c.patch_size = 4;
-  c.dim = 8;
-  c.depth = 2;
-  c.heads = 2;
-  c.mlp_dim = 16;
-  c.num_classes = 3;
-  return c;
-}
+ModelConfig small_config() { return small_attention_config(PoolKind::cls); }
 
 std::vector<float> random_image(const ModelConfig& c, uint64_t seed) {
   std::vector<float> x(size_t(c.channels) * c.image_size * c.image_size);

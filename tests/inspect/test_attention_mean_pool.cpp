@@ -8,31 +8,15 @@
 
 #include "minivit/inspect/attention_maps.h"
 #include "minivit/model/vit.h"
+#include "small_model.h"
 
 using namespace minivit;
+using namespace minivit_test;
 using Catch::Matchers::Contains;
 
 namespace {
 
-ModelConfig mean_pool_config() {
-  ModelConfig c;
-  c.image_size = 12;  // 3x3 patches, T = N = 9
-  c.channels = 1;
-  c.patch_size = 4;
-  c.dim = 8;
-  c.depth = 2;
-  c.heads = 2;
-  c.mlp_dim = 16;
-  c.num_classes = 3;
-  c.pool = PoolKind::mean;
-  return c;
-}
-
-std::vector<float> image_of(const ModelConfig& c, float scale) {
-  std::vector<float> x(size_t(c.channels) * c.image_size * c.image_size);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = scale * float(std::sin(0.7 * double(i)));
-  return x;
-}
+ModelConfig mean_pool_config() { return small_attention_config(PoolKind::mean); }
 
 Image8 grey_image(int S) {
   Image8 img = Image8::from_shape({1, size_t(S), size_t(S)});
@@ -70,7 +54,7 @@ TEST_CASE("without a CLS token the maps are N x N and every row sums to 1", "[at
   const ModelConfig c = mean_pool_config();
   ViT model(c);
   model.init(12);
-  const AttentionMaps m = collect_attention(model, image_of(c, 1.f).data());
+  const AttentionMaps m = collect_attention(model, sine_image(c).data());
   CHECK(m.pool == PoolKind::mean);
   const size_t N = size_t(c.patches());
   REQUIRE(std::vector<size_t>(m.att.shape().begin(), m.att.shape().end()) ==
@@ -108,7 +92,7 @@ TEST_CASE("without a CLS token the rollout is the mean of the rollout matrix's r
   model.init(13);
   for (auto& b : model.w.blocks)
     for (int i = 0; i < 2 * c.dim * c.dim; ++i) b.qkv_w[i] *= 20.f;
-  const AttentionMaps m = collect_attention(model, image_of(c, 1.f).data());
+  const AttentionMaps m = collect_attention(model, sine_image(c).data());
   const size_t N = size_t(c.patches()), G = size_t(c.grid());
   for (const double discard : {0.0, 0.4}) {
     INFO("discard " << discard);
@@ -139,7 +123,7 @@ TEST_CASE("a mean-pooled model set to look at one patch: maps, rollout and pictu
     ViT model(c);
     model.init(2);
     look_at_one_patch(model, chosen);
-    const AttentionMaps m = collect_attention(model, image_of(c, 1.f).data());
+    const AttentionMaps m = collect_attention(model, sine_image(c).data());
     for (int l = 0; l < c.depth; ++l)
       for (int h = 0; h < c.heads; ++h) {
         const std::vector<float> readout = readout_attention(m.att, m.pool, l, h);
@@ -168,7 +152,7 @@ TEST_CASE("the summary and the page of a mean-pooled model speak of the mean of 
   ViT model(c);
   model.init(14);
   look_at_one_patch(model, 4);
-  const AttentionMaps m = collect_attention(model, image_of(c, 1.f).data());
+  const AttentionMaps m = collect_attention(model, sine_image(c).data());
   const Tensor2 rollout = attention_rollout(m.att, m.pool, Fusion::mean, 0.0);
   SummaryInputs in;
   in.maps = &m;

@@ -10,31 +10,15 @@
 #include "minivit/inspect/attention_maps.h"
 #include "minivit/inspect/grad_rollout.h"
 #include "minivit/model/vit.h"
+#include "small_model.h"
 
 using namespace minivit;
+using namespace minivit_test;
 using Catch::Matchers::Contains;
 
 namespace {
 
-ModelConfig seq_pool_config() {
-  ModelConfig c;
-  c.image_size = 12;  // 3x3 patches, T = N = 9
-  c.channels = 1;
-  c.patch_size = 4;
-  c.dim = 8;
-  c.depth = 2;
-  c.heads = 2;
-  c.mlp_dim = 16;
-  c.num_classes = 3;
-  c.pool = PoolKind::seq;
-  return c;
-}
-
-std::vector<float> image_of(const ModelConfig& c) {
-  std::vector<float> x(size_t(c.channels) * c.image_size * c.image_size);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(0.7 * double(i)));
-  return x;
-}
+ModelConfig seq_pool_config() { return small_attention_config(PoolKind::seq); }
 
 // Initialises `model` so that its pooling weights and attention rows differ clearly from
 // uniform: larger scores than init gives.
@@ -53,7 +37,7 @@ TEST_CASE("a sequence-pooled model's maps carry its pooling weights, and the rea
   const ModelConfig c = seq_pool_config();
   ViT model(c);
   init_peaked(model, 21);
-  const AttentionMaps m = collect_attention(model, image_of(c).data());
+  const AttentionMaps m = collect_attention(model, sine_image(c).data());
   const size_t N = size_t(c.patches());
   REQUIRE(m.pool == PoolKind::seq);
   REQUIRE(m.pool_weights.size() == N);
@@ -121,7 +105,7 @@ TEST_CASE("a sequence-pooled model's gradient rollout is read with its pooling w
   const ModelConfig c = seq_pool_config();
   ViT model(c);
   init_peaked(model, 22);
-  const Explanation e = explain_class(model, image_of(c).data(), -1);
+  const Explanation e = explain_class(model, sine_image(c).data(), -1);
   REQUIRE(e.maps.pool_weights.size() == size_t(c.patches()));
   const Tensor2 weighted = gradient_rollout(e.maps.att, e.att_grad, e.maps.readout());
   const Tensor2 plain_mean = gradient_rollout(e.maps.att, e.att_grad, PoolKind::mean);
@@ -138,7 +122,7 @@ TEST_CASE("the summary of a sequence-pooled model speaks of its pooling weights"
   const ModelConfig c = seq_pool_config();
   ViT model(c);
   init_peaked(model, 23);
-  const AttentionMaps m = collect_attention(model, image_of(c).data());
+  const AttentionMaps m = collect_attention(model, sine_image(c).data());
   const Tensor2 rollout = attention_rollout(m.att, m.readout(), Fusion::mean, 0.0);
   SummaryInputs in;
   in.maps = &m;
