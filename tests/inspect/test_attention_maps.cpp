@@ -1,5 +1,6 @@
 // Attention inspection: the maps are the model's own softmax weights, rollout follows
-// Abnar & Zuidema (rows renormalised, A_L ... A_1, discard never on the CLS column), the
+// Abnar & Zuidema (rows renormalised, A_L ... A_1, discard never on the CLS column), a
+// model set by hand to look at one patch shows it in the npy, the rollout and the picture,
 // and image files reach the model through training's preprocessing.
 #include <catch2/catch.hpp>
 #include <cmath>
