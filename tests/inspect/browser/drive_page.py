@@ -363,6 +363,11 @@ class PageTest:
         if self.grad is not None:
             d = max_diff(s["grad_rollout"], self.grad.reshape(-1))
             c.check(d <= 1e-6, f"grad rollout shown differs from grad_rollout.npy by {d:.3g}")
+        if self.pool_weights is not None:
+            d = max_diff(s["pool_weights"], self.pool_weights.reshape(-1))
+            c.check(d == 0, f"pooling weights shown differ from pool_weights.npy by {d:.3g}")
+        else:
+            c.check(s["pool_weights"] is None, "pooling weights shown for a model without sequence pooling")
         if self.roll is not None:
             d = max_diff(s["rollout"], self.roll.reshape(-1))
             c.check(d <= 1e-5, f"default rollout (fusion {s['fusion']}, discard {s['discard']}) differs from rollout.npy by {d:.3g}")
