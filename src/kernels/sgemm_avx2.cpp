@@ -37,6 +37,8 @@ struct Avx2 {
   static Vec load(const float* p) { return _mm256_loadu_ps(p); }
   static Vec broadcast(float x) { return _mm256_set1_ps(x); }
   static Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+  static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+  static void store_vec(float* p, Vec v) { _mm256_storeu_ps(p, v); }
 
   // dst (8, 8), row stride ldd = the transpose of src (8, 8), row stride lds.
   static void transpose(const float* src, int64_t lds, float* dst, int64_t ldd) {

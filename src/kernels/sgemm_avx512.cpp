@@ -36,6 +36,8 @@ struct Avx512Tiles {
   static Vec load(const float* p) { return _mm512_loadu_ps(p); }
   static Vec broadcast(float x) { return _mm512_set1_ps(x); }
   static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+  static void store_vec(float* p, Vec v) { _mm512_storeu_ps(p, v); }
 
   // dst (16, 16), row stride ldd = the transpose of src (16, 16), row stride lds.
   static void transpose(const float* src, int64_t lds, float* dst, int64_t ldd) {

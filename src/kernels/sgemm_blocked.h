@@ -101,21 +101,55 @@ void tile(const float* a, int lda, const float* panel, int ldp, BlockSteps block
   finish_tile<kRows>(C, ldc, cols, ep);
 }
 
+// The block's row k of op(A)'s transpose: a[k * lda + r] over r.
+inline const float* block_row(const float* a, int lda, BlockSteps block, int step) {
+  return a + int64_t(block.used ? block.used[step] : step) * lda;
+}
+
+// add_block_row_sums for kV whole vectors of rows, whose running sums stay in registers (an
+// array indexed at run time lived on the stack, each k's add waiting on the last one's store).
+template <class Isa, int kV>
+void add_row_sums_in_registers(const float* a, int lda, BlockSteps block, float* sums) {
+  typename Isa::Vec run[kV];
+#pragma GCC unroll 16
+  for (int v = 0; v < kV; ++v) run[v] = Isa::zero();
+  const int steps = block.used ? block.count : block.kc;
+  for (int step = 0; step < steps; ++step) {
+    const float* a_k = block_row(a, lda, block, step);
+#pragma GCC unroll 16
+    for (int v = 0; v < kV; ++v) run[v] = Isa::add(run[v], Isa::load(a_k + Isa::kLanes * v));
+  }
+#pragma GCC unroll 16
+  for (int v = 0; v < kV; ++v)
+    Isa::store_vec(sums + Isa::kLanes * v, Isa::add(Isa::load(sums + Isa::kLanes * v), run[v]));
+}
+
+// add_row_sums_in_registers at `vecs` vectors, vecs <= kV.
+template <class Isa, int kV>
+void add_row_sums_of_vectors(int vecs, const float* a, int lda, BlockSteps block, float* sums) {
+  if constexpr (kV >= 1) {
+    if (vecs == kV) return add_row_sums_in_registers<Isa, kV>(a, lda, block, sums);
+    return add_row_sums_of_vectors<Isa, kV - 1>(vecs, a, lda, block, sums);
+  }
+}
+
 // sums[0:rows] += the block's sums of op(A)'s rows, op(A)(r, k) at a[k * lda + r]: each
 // summed in k order from zero, then added on (gemm.h's a_row_sums). Taken while the tiles
 // read the same (kMc, kc) slice of A from L1 and L2; a pass of its own read a weight
-// gradient's dout from memory again.
-template <int kMc>
+// gradient's dout from memory again. Whole vectors of rows in registers, the rest one by one.
+template <class Isa, int kMc>
 void add_block_row_sums(const float* a, int lda, int rows, BlockSteps block, float* sums) {
-  float run[kMc] = {};
+  constexpr int kLanes = Isa::kLanes;
+  const int vecs = rows / kLanes, done = vecs * kLanes;
+  add_row_sums_of_vectors<Isa, kMc / kLanes>(vecs, a, lda, block, sums);
+  if (done == rows) return;
+  float run[kLanes] = {};
   const int steps = block.used ? block.count : block.kc;
   for (int step = 0; step < steps; ++step) {
-    const float* a_k = a + int64_t(block.used ? block.used[step] : step) * lda;
-#pragma omp simd
-    for (int r = 0; r < rows; ++r) run[r] += a_k[r];
+    const float* a_k = block_row(a, lda, block, step) + done;
+    for (int r = 0; r < rows - done; ++r) run[r] += a_k[r];
   }
-#pragma omp simd
-  for (int r = 0; r < rows; ++r) sums[r] += run[r];
+  for (int r = 0; r < rows - done; ++r) sums[done + r] += run[r];
 }
 
 // Tiles of Isa::kMr rows, and one of `rows` < kMr at the bottom edge.
@@ -192,8 +226,8 @@ void sgemm(int M, int N, int K, float alpha, const float* A, int lda, bool trans
         const int i1 = std::min(M, i0 + kMc);
         if constexpr (kTransA)
           if (epilogue.a_row_sums && p0 == 0)
-            add_block_row_sums<kMc>(A + int64_t(k0) * lda + i0, lda, i1 - i0, block,
-                                    epilogue.a_row_sums + i0);
+            add_block_row_sums<Isa, kMc>(A + int64_t(k0) * lda + i0, lda, i1 - i0, block,
+                                         epilogue.a_row_sums + i0);
         for (int p = p0; p < p1; ++p) {
           const int j0 = p * kNr, cols = std::min(kNr, N - j0);
           const float* panel =
