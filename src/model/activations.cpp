@@ -143,17 +143,11 @@ const BufferSpec<Act> kModelBuffers[] = {
     {"dpooled", &Act::dpooled, {B, D, one, one}, in_training},
     {"dtoken_norm", &Act::dtoken_norm, {B, T, D, one}, with_seq_pool_in_training},
     {"pool_score_grads", &Act::pool_score_grads, {B, T, one, one}, with_seq_pool_in_training},
-    {"dresid", &Act::dresid, {B, T, D, one}, in_training},
-    {"dresid_mid", &Act::dresid_mid, {B, T, D, one}, in_training},
-    {"dresid_in", &Act::dresid_in, {B, T, D, one}, in_training},
-    {"dbranch", &Act::dbranch, {B, T, D, one}, with_branch_drops},
-    {"dbranch_att", &Act::dbranch_att, {B, T, D, one}, with_branch_drops},
-    {"dln", &Act::dln, {B, T, D, one}, in_training},
-    {"dln1", &Act::dln1, {B, T, D, one}, in_training},
+    {"dresid", &Act::dresid_0, {B, T, D, one}, in_training},
+    {"dresid", &Act::dresid_1, {B, T, D, one}, in_training},
+    {"dresid", &Act::dresid_2, {B, T, D, one}, in_training},
     {"datt_out", &Act::datt_out, {B, T, D, one}, in_training},
-    {"dqkv", &Act::dqkv, {B, T, D3, one}, in_training},
     {"dgelu", &Act::dgelu, {B, T, M, one}, with_dropout},
-    {"dfc1", &Act::dfc1, {B, T, M, one}, in_training},
     {"dpatch_proj", &Act::dpatch_proj, {B, N, D, one}, in_training},
     {"dpatches", &Act::dpatches, {B, N, PL, one}, with_conv_stem_in_training},
     {"layernorm_partials",
@@ -161,7 +155,19 @@ const BufferSpec<Act> kModelBuffers[] = {
      {LayerNormScratch, two, one, one},
      in_training},
     {"attention_scratch", &Act::attention_scratch, {Slots, SlotFloats, one, one}, always},
-    {"score_grad_pairs", &Act::score_grad_pairs, {B, D, one, one}, with_learned_scores},
+};
+
+// Per set of a block's gradient scratch (two of them).
+using Grd = BlockGradScratch;
+const BufferSpec<Grd> kGradScratchBuffers[] = {
+    {"dresid_mid", &Grd::dresid_mid, {B, T, D, one}, in_training},
+    {"dbranch", &Grd::dbranch, {B, T, D, one}, with_branch_drops},
+    {"dbranch_att", &Grd::dbranch_att, {B, T, D, one}, with_branch_drops},
+    {"dln", &Grd::dln, {B, T, D, one}, in_training},
+    {"dln1", &Grd::dln1, {B, T, D, one}, in_training},
+    {"dqkv", &Grd::dqkv, {B, T, D3, one}, in_training},
+    {"dfc1", &Grd::dfc1, {B, T, M, one}, in_training},
+    {"score_grad_pairs", &Grd::score_grad_pairs, {B, D, one, one}, with_learned_scores},
 };
 
 // Per stage of the conv stem.
@@ -297,8 +303,9 @@ T* align_to_line(T* p) {
 }
 
 // Calls visit(spec, owner, stage) for every buffer in the tables, the stem's stages first,
-// then the blocks, then the model's own, with `owner` the struct its field lives in (nullptr
-// when `acts` is) and `stage` the stem stage (-1 outside the stem).
+// then the blocks, the two sets of gradient scratch, then the model's own, with `owner` the
+// struct its field lives in (nullptr when `acts` is) and `stage` the stem stage (-1 outside
+// the stem).
 template <class Visit>
 void for_each_buffer(const ModelConfig& c, Activations* acts, Visit&& visit) {
   for (int s = 0; s < c.stem_stages(); ++s)
@@ -306,6 +313,9 @@ void for_each_buffer(const ModelConfig& c, Activations* acts, Visit&& visit) {
   for (int l = 0; l < c.depth; ++l)
     for (const auto& spec : kBlockBuffers)
       visit(spec, acts ? &acts->blocks[size_t(l)] : nullptr, -1);
+  for (size_t set = 0; set < 2; ++set)
+    for (const auto& spec : kGradScratchBuffers)
+      visit(spec, acts ? &acts->block_grads[set] : nullptr, -1);
   for (const auto& spec : kModelBuffers) visit(spec, acts, -1);
 }
 

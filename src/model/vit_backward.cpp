@@ -1,7 +1,8 @@
-// The ViT's backward: block by block, the rows of the batch in chunks, then the block's
-// weight gradients in pieces (see vit_passes.h).
+// The ViT's backward: block by block, the rows of the batch in chunks beside the weight
+// gradients of the block after, in pieces (see vit_passes.h).
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "minivit/core/error.h"
 #include "minivit/model/vit.h"
@@ -36,15 +37,22 @@ static void check_backward(const ViT& model, const Activations& acts, int B) {
                 ")");
 }
 
+// Block l's set of gradient scratch (activations.h).
+static BlockGradScratch& grad_scratch(Activations& acts, int l) {
+  return acts.block_grads[size_t(l % 2)];
+}
+
 // The backward of images [b0, b0 + n) through block l, down to the gradient at the
 // block's input: everything whose rows are independent. The weight gradients, which sum
-// over the whole batch, are block_param_grads' below. p_block is this block's drop-path rate.
+// over the whole batch, are block_param_piece's below. p_block is this block's drop-path
+// rate.
 static void block_backward_rows(const ViT& model, Activations& acts, int l, int b0, int n,
                                 float p, float p_att, float p_block, const float* d_out,
-                                float* d_mid, float* d_in) {
+                                float* d_in) {
   const ModelConfig& c = model.config;
   const BlockParams& bw = model.w.blocks[size_t(l)];
   const BlockActivations& a = acts.blocks[size_t(l)];
+  const BlockGradScratch& s = grad_scratch(acts, l);
   const int T = c.pass_tokens(acts.forward_was_training), D = c.dim, M = c.mlp_dim,
             H = c.heads;
   const int64_t TD = int64_t(T) * D, TM = int64_t(T) * M, HTT = int64_t(H) * T * T;
@@ -52,17 +60,17 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
   const int64_t BTM = int64_t(BT) * M;
   auto at = [b0](auto* buffer, int64_t per_image) { return at_image(buffer, b0, per_image); };
   d_out = at(d_out, TD);
-  d_mid = at(d_mid, TD);
+  float* d_mid = at(s.dresid_mid, TD);
   d_in = at(d_in, TD);
-  float* dfc1 = at(acts.dfc1, TM);
-  float *dln2 = at(acts.dln, TD), *dln1 = at(acts.dln1, TD);
-  float *datt_out = at(acts.datt_out, TD), *dqkv = at(acts.dqkv, 3 * TD);
+  float* dfc1 = at(s.dfc1, TM);
+  float *dln2 = at(s.dln, TD), *dln1 = at(s.dln1, TD);
+  float *datt_out = at(acts.datt_out, TD), *dqkv = at(s.dqkv, 3 * TD);
 
   const float *path_att = at(a.path_scale_att, 1), *path_mlp = at(a.path_scale_mlp, 1);
   const Products products = acts.products(acts.forward_was_training);
 
   // x_next = x_mid + drop_path(drop(fc2(fc2_in))): d_out is d x_next.
-  const float* dfc2_out = through_branch_drops(at(acts.dbranch, TD), d_out, at(a.fc2_mask, TD),
+  const float* dfc2_out = through_branch_drops(at(s.dbranch, TD), d_out, at(a.fc2_mask, TD),
                                                p, path_mlp, p_block, n, TD);
   // fc2_in = drop(GELU(fc1)). After a training forward fc1 holds GELU's slope, which the
   // product applies as it stores where no dropout mask comes between; after an evaluation
@@ -86,7 +94,7 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
                            at(a.ln2_rstd, T), BT, D, d_out);
 
   // x_mid = x + drop_path(drop(proj(att_out)))
-  const float* dproj_out = through_branch_drops(at(acts.dbranch_att, TD), d_mid,
+  const float* dproj_out = through_branch_drops(at(s.dbranch_att, TD), d_mid,
                                                 at(a.proj_mask, TD), p, path_att, p_block, n, TD);
   linear_backward_input(datt_out, dproj_out, bw.proj_w, BT, D, D, false, products);
   const float* qkv = at(a.qkv, 3 * TD);
@@ -97,7 +105,7 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
     AttentionTimer timer(acts.profile);
     const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
     const AttentionScoreGrad dscore{nullptr, nullptr,
-                                    at(acts.score_grad_pairs, int64_t(H) * c.head_dim())};
+                                    at(s.score_grad_pairs, int64_t(H) * c.head_dim())};
     attention_backward_pairs(dqkv, dscore, datt_out, qkv, at(a.att, HTT), att_mask, n, T, D, H,
                              score, p_att, acts.attention_scratch, acts.attention_slots);
   }
@@ -108,65 +116,85 @@ static void block_backward_rows(const ViT& model, Activations& acts, int l, int 
 
 // Block l's weight gradients from the whole batch's rows that block_backward_rows left,
 // as a list of pieces of about equal work (linear.h) that threads take one at a time; each
-// piece sums over the batch in row order, so which thread takes it changes no bit.
-static void block_param_grads(ViT& model, Activations& acts, int l, int B, float p,
-                              float p_block, const float* d_out, const float* d_mid) {
-  const ModelConfig& c = model.config;
-  BlockParams& bg = model.g.blocks[size_t(l)];
-  const BlockActivations& a = acts.blocks[size_t(l)];
-  const int T = c.pass_tokens(acts.forward_was_training), D = c.dim, M = c.mlp_dim,
-            H = c.heads, BT = B * T;
-  const bool in_scratch = branch_grad_in_scratch(p, p_block);
-  const float* dfc2_out = in_scratch ? acts.dbranch : d_out;
-  const float* dproj_out = in_scratch ? acts.dbranch_att : d_mid;
-  const Products products = acts.products(acts.forward_was_training);
+// piece sums over the batch in row order, so which thread takes it changes no bit. The
+// linear layers' pieces come first, then the two LayerNorms and the score parameters.
+class BlockParamPieces {
+ public:
+  // d_out: the gradient at block l's output.
+  BlockParamPieces(ViT& model, Activations& acts, int l, int B, float p, float p_block,
+                   const float* d_out)
+      : c_(model.config), acts_(acts), bg_(model.g.blocks[size_t(l)]), a_(acts.blocks[size_t(l)]),
+        s_(grad_scratch(acts, l)), B_(B), BT_(B * c_.pass_tokens(acts.forward_was_training)),
+        products_(acts.products(acts.forward_was_training)) {
+    const int D = c_.dim, M = c_.mlp_dim;
+    const bool in_scratch = branch_grad_in_scratch(p, p_block);
+    const float* dfc2_out = in_scratch ? s_.dbranch : d_out;
+    const float* dproj_out = in_scratch ? s_.dbranch_att : s_.dresid_mid;
+    layers_[0] = {bg_.fc2_w, bg_.fc2_b, dfc2_out, a_.fc2_in, M, D};
+    layers_[1] = {bg_.fc1_w, bg_.fc1_b, s_.dfc1, a_.ln2, D, M};
+    layers_[2] = {bg_.proj_w, bg_.proj_b, dproj_out, a_.att_out, D, D};
+    layers_[3] = {bg_.qkv_w, bg_.qkv_b, s_.dqkv, a_.ln1, D, 3 * D};
+    for (int i = 0; i < kLayers; ++i)
+      first_piece_[i + 1] = first_piece_[i] + linear_param_pieces(layers_[i].I, layers_[i].O);
+  }
+
+  int count() const { return first_piece_[kLayers] + 3; }
+
+  void run(int piece) const {
+    if (piece < first_piece_[kLayers]) {
+      int i = 0;
+      while (piece >= first_piece_[i + 1]) ++i;
+      const Layer& L = layers_[i];
+      linear_backward_params(L.dweight, L.dbias, L.dout, L.inp, BT_, L.I, L.O,
+                             piece - first_piece_[i], products_);
+      return;
+    }
+    const int D = c_.dim;
+    float* partials = acts_.layernorm_partials;
+    switch (piece - first_piece_[kLayers]) {
+      case 0:
+        layernorm_backward_params(bg_.norm2_w, bg_.norm2_b, s_.dln, a_.resid_mid, a_.ln2_mean,
+                                  a_.ln2_rstd, BT_, D, partials);
+        break;
+      case 1:
+        layernorm_backward_params(bg_.norm1_w, bg_.norm1_b, s_.dln1, a_.x, a_.ln1_mean,
+                                  a_.ln1_rstd, BT_, D, partials + layernorm_partials_floats(D));
+        break;
+      case 2:
+        attention_add_score_grads({bg_.additive_v, bg_.logit_scale, s_.score_grad_pairs}, B_,
+                                  c_.heads, c_.head_dim(), c_.attention);
+        break;
+    }
+  }
+
+ private:
+  static constexpr int kLayers = 4;
   struct Layer {
     float *dweight, *dbias;
     const float *dout, *inp;
     int I, O;
   };
-  const Layer layers[] = {{bg.fc2_w, bg.fc2_b, dfc2_out, a.fc2_in, M, D},
-                          {bg.fc1_w, bg.fc1_b, acts.dfc1, a.ln2, D, M},
-                          {bg.proj_w, bg.proj_b, dproj_out, a.att_out, D, D},
-                          {bg.qkv_w, bg.qkv_b, acts.dqkv, a.ln1, D, 3 * D}};
-  constexpr int kLayers = 4;
-  int first_piece[kLayers + 1] = {0};
-  for (int i = 0; i < kLayers; ++i)
-    first_piece[i + 1] = first_piece[i] + linear_param_pieces(layers[i].I, layers[i].O);
-  // The linear layers' pieces, then the two LayerNorms and the score parameters.
-  const int pieces = first_piece[kLayers] + 3;
-  float* partials = acts.layernorm_partials;
-  const int64_t partial_floats = layernorm_partials_floats(D);
-  auto run_piece = [&](int piece) {
-    if (piece < first_piece[kLayers]) {
-      int i = 0;
-      while (piece >= first_piece[i + 1]) ++i;
-      const Layer& L = layers[i];
-      linear_backward_params(L.dweight, L.dbias, L.dout, L.inp, BT, L.I, L.O,
-                             piece - first_piece[i], products);
-      return;
-    }
-    switch (piece - first_piece[kLayers]) {
-      case 0:
-        layernorm_backward_params(bg.norm2_w, bg.norm2_b, acts.dln, a.resid_mid, a.ln2_mean,
-                                  a.ln2_rstd, BT, D, partials);
-        break;
-      case 1:
-        layernorm_backward_params(bg.norm1_w, bg.norm1_b, acts.dln1, a.x, a.ln1_mean,
-                                  a.ln1_rstd, BT, D, partials + partial_floats);
-        break;
-      case 2:
-        attention_add_score_grads({bg.additive_v, bg.logit_scale, acts.score_grad_pairs}, B, H,
-                                  c.head_dim(), c.attention);
-        break;
-    }
-  };
-  const int threads = std::min(num_threads(), pieces);
+  const ModelConfig& c_;
+  const Activations& acts_;
+  BlockParams& bg_;
+  const BlockActivations& a_;
+  const BlockGradScratch& s_;
+  const int B_, BT_;
+  const Products products_;
+  Layer layers_[kLayers] = {};
+  int first_piece_[kLayers + 1] = {0};
+};
+
+// Calls task(i) for i < tasks across the pool, one task at a time to whichever thread is
+// free, or in order on the calling thread.
+template <class Task>
+void for_each_task(int tasks, int max_threads, Task&& task) {
+  const int threads = std::min({num_threads(), max_threads, tasks});
   if (threads > 1) {
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-    for (int piece = 0; piece < pieces; ++piece) run_piece(piece);
+    for (int i = 0; i < tasks; ++i) task(i);
   } else {
-    for (int piece = 0; piece < pieces; ++piece) run_piece(piece);
+    for (int i = 0; i < tasks; ++i) task(i);
   }
 }
 
@@ -254,25 +282,45 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   const float p_att = acts.forward_was_training ? c.attention_dropout : 0.0f;
   const float p_path = acts.forward_was_training ? c.drop_path : 0.0f;
 
-  float* d_out = acts.dresid;
-  float* d_in = acts.dresid_in;
-  head_backward(model, acts, B, T, d_out);
+  // Block l's output gradient, and its input's, which is the output gradient of block l - 1.
+  auto grad_at_output = [&](int l) { return acts.dresid((c.depth - 1 - l) % 3); };
+  head_backward(model, acts, B, T, grad_at_output(c.depth - 1));
+  // Block l's rows in chunks, and in the same parallel region the weight gradients of block
+  // l + 1, whose rows are done: one region a block rather than two, so that the end of one
+  // list of tasks fills the other's. A single chunk runs on the calling thread, its layers
+  // splitting their rows (vit_passes.h).
+  const int chunks = (B + kChunkImages - 1) / kChunkImages;
+  std::optional<BlockParamPieces> after;  // block l + 1's weight gradients
+  auto run_after = [&](int piece) { after->run(piece); };
   for (int l = c.depth - 1; l >= 0; --l) {
     const float p_block = drop_path_rate(p_path, l, c.depth);
-    for_each_chunk(B, acts.attention_slots, [&](int b0, int n) {
-      block_backward_rows(model, acts, l, b0, n, p, p_att, p_block, d_out, acts.dresid_mid,
-                          d_in);
-    });
-    block_param_grads(model, acts, l, B, p, p_block, d_out, acts.dresid_mid);
-    std::swap(d_out, d_in);  // the gradient at this block's input is the next one's output
+    const float* d_out = grad_at_output(l);
+    float* d_in = grad_at_output(l - 1);
+    auto rows = [&](int b0, int n) {
+      block_backward_rows(model, acts, l, b0, n, p, p_att, p_block, d_out, d_in);
+    };
+    const int pieces = after ? after->count() : 0;
+    if (chunks > 1) {
+      for_each_task(pieces + chunks, acts.attention_slots, [&](int task) {
+        if (task < pieces) return run_after(task);
+        const int b0 = (task - pieces) * kChunkImages;
+        rows(b0, std::min(kChunkImages, B - b0));
+      });
+    } else {
+      for_each_task(pieces, pieces, run_after);
+      rows(0, B);
+    }
+    after.emplace(model, acts, l, B, p, p_block, d_out);
   }
-  const float* dx = d_out;
+  for_each_task(after->count(), after->count(), run_after);
+  const float* dx = grad_at_output(-1);
   if (c.drops_patches(acts.forward_was_training)) {
-    // d_in, free now, takes the gradient at every token; a dropped patch's is zero.
-    zero(d_in, int64_t(B) * c.tokens() * D);
-    patch_drop_backward(d_in, d_out, acts.patch_keep, B, c.prefix_tokens(), c.patches(),
+    // A buffer free now takes the gradient at every token; a dropped patch's is zero.
+    float* every_token = grad_at_output(-2);
+    zero(every_token, int64_t(B) * c.tokens() * D);
+    patch_drop_backward(every_token, dx, acts.patch_keep, B, c.prefix_tokens(), c.patches(),
                         c.kept_patches(), D);
-    dx = d_in;
+    dx = every_token;
   }
   embedding_backward(model, acts, B, dx);
 }

@@ -7,6 +7,7 @@
 // at it, its shape in the dimension letters of tensor.h, and when it is needed (always,
 // for training, with dropout, with attention dropout). Allocation, bytes(), and the memory
 // guard (vit_memory_bytes) all walk that table, so they cannot drift apart.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -79,6 +80,24 @@ struct StepProfile {
   double update_seconds = 0.0;    // clipping, optimizer step, weights' average (one thread)
 };
 
+// The gradient scratch a block's backward writes for its weight gradients to read (training
+// only). Activations hold two sets, block l using set l % 2, so that the rows of one block
+// (vit_backward.cpp) run in the same parallel region as the weight gradients of the block
+// after it, which read the other set.
+struct BlockGradScratch {
+  float* dresid_mid;  // (B, T, D) gradient of the residual stream at x_mid
+  float* dbranch;     // (B, T, D) gradient of the MLP branch's output before its dropout
+                      // and drop path (with either)
+  float* dbranch_att; // (B, T, D) the same for the attention branch
+  float* dln;         // (B, T, D) gradient of LN2's output
+  float* dln1;        // (B, T, D) gradient of LN1's output
+  float* dqkv;        // (B, T, 3D)
+  float* dfc1;        // (B, T, M); first the gradient at fc2's input where GELU's backward
+                      // is a pass of its own, which then sets it in place
+  float* score_grad_pairs;  // (B, H, Dh) the score parameters' gradient per (batch, head),
+                            // additive and cosine forms
+};
+
 struct Activations {
   // What the buffers were sized for; vit_forward and vit_backward check their callers
   // against it.
@@ -132,31 +151,22 @@ struct Activations {
   float* dpooled;     // (B, D)
   float* dtoken_norm = nullptr;       // (B, T, D) model.pool = seq
   float* pool_score_grads = nullptr;  // (B, T) model.pool = seq: scratch of its backward
-  // Each block's backward reads the gradient at its output (dresid) and writes the one
-  // between its halves (dresid_mid) and the one at its input (dresid_in); dresid and
-  // dresid_in then trade places. All three stay until the block's weight gradients, which
-  // read them, are done.
-  float* dresid;      // (B, T, D) gradient of the residual stream at a block's output
-  float* dresid_mid;  // (B, T, D) at x_mid
-  float* dresid_in;   // (B, T, D) at the block's input
-  float* dbranch;     // (B, T, D) gradient of the MLP branch's output before its dropout
-                      // and drop path (with either)
-  float* dbranch_att; // (B, T, D) the same for the attention branch
-  float* dln;         // (B, T, D) gradient of a LayerNorm output (LN2's in a block)
-  float* dln1;        // (B, T, D) gradient of LN1's output
-  float* datt_out;    // (B, T, D)
-  float* dqkv;        // (B, T, 3D)
+  // The gradient of the residual stream at the blocks' boundaries, three buffers in turn:
+  // block l reads the one at its output and writes the one at its input while the weight
+  // gradients of block l + 1 still read the one at block l + 1's output.
+  float* dresid_0;    // (B, T, D)
+  float* dresid_1;    // (B, T, D)
+  float* dresid_2;    // (B, T, D)
+  float* dresid(int i) const { return i == 0 ? dresid_0 : i == 1 ? dresid_1 : dresid_2; }
+  std::array<BlockGradScratch, 2> block_grads;
+  float* datt_out;    // (B, T, D) gradient at the attention core's output
   float* dgelu;       // (B, T, M) gradient of GELU's output before its dropout
-  float* dfc1;        // (B, T, M); first the gradient at fc2's input where GELU's backward
-                      // is a pass of its own, which then sets it in place
   float* dpatch_proj; // (B, N, D)
   float* dpatches;    // (B, N, C') gradient at the conv stem's output (training with one)
   // The layers' own scratch.
   float* layernorm_partials;  // (2, ...) LayerNorm backward's per-slice weight-gradient sums,
                               // one half for each of a block's two LayerNorms
   float* attention_scratch;   // (slots, per-thread size) the attention core's per-thread rows
-  float* score_grad_pairs;    // (B, H, Dh) the score parameters' gradient per (batch, head),
-                              // additive and cosine forms in training
   int attention_slots = 0;    // threads the attention core may use at once
 
   StepProfile* profile = nullptr;  // timings are added here when set
