@@ -44,7 +44,7 @@ static BlockGradScratch& grad_scratch(Activations& acts, int l) {
 
 // The backward of images [b0, b0 + n) through block l, down to the gradient at the
 // block's input: everything whose rows are independent. The weight gradients, which sum
-// over the whole batch, are block_param_piece's below. p_block is this block's drop-path
+// over the whole batch, are BlockParamPieces' below. p_block is this block's drop-path
 // rate.
 static void block_backward_rows(const ViT& model, Activations& acts, int l, int b0, int n,
                                 float p, float p_att, float p_block, const float* d_out,
@@ -123,8 +123,13 @@ class BlockParamPieces {
   // d_out: the gradient at block l's output.
   BlockParamPieces(ViT& model, Activations& acts, int l, int B, float p, float p_block,
                    const float* d_out)
-      : c_(model.config), acts_(acts), bg_(model.g.blocks[size_t(l)]), a_(acts.blocks[size_t(l)]),
-        s_(grad_scratch(acts, l)), B_(B), BT_(B * c_.pass_tokens(acts.forward_was_training)),
+      : c_(model.config),
+        acts_(acts),
+        bg_(model.g.blocks[size_t(l)]),
+        a_(acts.blocks[size_t(l)]),
+        s_(grad_scratch(acts, l)),
+        B_(B),
+        BT_(B * c_.pass_tokens(acts.forward_was_training)),
         products_(acts.products(acts.forward_was_training)) {
     const int D = c_.dim, M = c_.mlp_dim;
     const bool in_scratch = branch_grad_in_scratch(p, p_block);
