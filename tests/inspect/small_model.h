@@ -1,24 +1,18 @@
 #pragma once
-// The model the attention inspection tests build: 12-pixel grey images in 3 x 3 patches of 4
-// pixels, width 8, 2 blocks of 2 heads, MLP 16, 3 classes; T = 10 tokens with a CLS token,
-// else 9.
+// The model the attention inspection tests build: tiny_model_config's blocks on 12-pixel
+// grey images, 3 x 3 patches of 4 pixels; T = 10 tokens with a CLS token, else 9.
 #include <cmath>
 #include <vector>
 
 #include "minivit/core/config.h"
+#include "tiny_config.h"
 
 namespace minivit_test {
 
 inline minivit::ModelConfig small_attention_config(minivit::PoolKind pool) {
-  minivit::ModelConfig c;
+  minivit::ModelConfig c = tiny_model_config();
   c.image_size = 12;
   c.channels = 1;
-  c.patch_size = 4;
-  c.dim = 8;
-  c.depth = 2;
-  c.heads = 2;
-  c.mlp_dim = 16;
-  c.num_classes = 3;
   c.pool = pool;
   return c;
 }

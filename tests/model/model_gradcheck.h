@@ -7,26 +7,15 @@
 #include <vector>
 
 #include "gradcheck.h"
+#include "tiny_config.h"
 #include "minivit/model/train_step.h"
 #include "minivit/model/vit.h"
 #include "minivit/nn/cross_entropy.h"
 
 namespace minivit_test {
 
-// 2x2 patches of 4x4 pixels, two channels, two blocks: small enough to difference every
-// parameter, large enough that every path carries gradient.
-inline minivit::ModelConfig tiny_model_config() {
-  minivit::ModelConfig c;
-  c.image_size = 8;
-  c.channels = 2;
-  c.patch_size = 4;
-  c.dim = 8;
-  c.depth = 2;
-  c.heads = 2;
-  c.mlp_dim = 16;
-  c.num_classes = 3;
-  return c;
-}
+// tiny_model_config (tiny_config.h): small enough to difference every parameter, large
+// enough that every path carries gradient.
 
 // Every trainable parameter's gradient from vit_backward against central differences of the
 // loss; parameters that are not trainable must come back with a zero gradient.
