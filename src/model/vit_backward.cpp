@@ -292,7 +292,9 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   head_backward(model, acts, B, T, grad_at_output(c.depth - 1));
   // Block l's rows in chunks, and in the same parallel region the weight gradients of block
   // l + 1, whose rows are done: one region a block rather than two, so that the end of one
-  // list of tasks fills the other's. A single chunk runs on the calling thread, its layers
+  // list of tasks fills the other's. The chunks, the longest tasks, go first and the pieces
+  // after them, the smallest last, so that a thread left without work at the region's end
+  // waits for at most a piece. A single chunk runs on the calling thread, its layers
   // splitting their rows (vit_passes.h).
   const int chunks = (B + kChunkImages - 1) / kChunkImages;
   std::optional<BlockParamPieces> after;  // block l + 1's weight gradients
@@ -306,9 +308,9 @@ void vit_backward(ViT& model, Activations& acts, int B) {
     };
     const int pieces = after ? after->count() : 0;
     if (chunks > 1) {
-      for_each_task(pieces + chunks, acts.attention_slots, [&](int task) {
-        if (task < pieces) return run_after(task);
-        const int b0 = (task - pieces) * kChunkImages;
+      for_each_task(chunks + pieces, acts.attention_slots, [&](int task) {
+        if (task >= chunks) return run_after(task - chunks);
+        const int b0 = task * kChunkImages;
         rows(b0, std::min(kChunkImages, B - b0));
       });
     } else {
