@@ -24,6 +24,9 @@
  *   rollout              (grid, grid), each patch's weight where the head reads: the CLS
  *                        token's row (its own column left out), the mean of the rows
  *                        (pool = mean), or the rows weighted by the pooling weights (seq)
+ *   pool weights         (tokens), each token's share of what the head reads, summing to 1
+ *
+ * Since 0.2.0: minivit_pool_weights.
  */
 #ifndef MINIVIT_H
 #define MINIVIT_H
@@ -43,7 +46,7 @@ extern "C" {
 #endif
 
 #define MINIVIT_VERSION_MAJOR 0
-#define MINIVIT_VERSION_MINOR 1
+#define MINIVIT_VERSION_MINOR 2
 #define MINIVIT_VERSION_PATCH 0
 
 typedef enum minivit_status {
@@ -74,7 +77,7 @@ typedef struct minivit_description {
   const float* std;        /* (channels) */
 } minivit_description;
 
-/* "0.1.0": the library's version, which may differ from the header's MINIVIT_VERSION_*. */
+/* "0.2.0": the library's version, which may differ from the header's MINIVIT_VERSION_*. */
 MINIVIT_API const char* minivit_version(void);
 
 /* A handle without a model; NULL only when memory is exhausted. */
@@ -118,6 +121,11 @@ MINIVIT_API minivit_status minivit_attention(minivit_model* model, const float* 
  * NULL. */
 MINIVIT_API minivit_status minivit_gradient_rollout(minivit_model* model, const float* image,
                                         int class_index, float* rollout, int* explained);
+/* One normalised image: each token's share of what the head reads into `weights` (tokens):
+ * the learned sequence-pooling weights of this image (pool = "seq"), 1 / tokens each
+ * ("mean"), or 1 on the CLS token, token 0, and 0 elsewhere ("cls"). Since 0.2.0. */
+MINIVIT_API minivit_status minivit_pool_weights(minivit_model* model, const float* image,
+                                    float* weights);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,8 @@ numpy arrays in and out. Nothing to compile.
     model = minivit.Model("runs/fashion_mnist/last.safetensors")
     probs = model.predict(pixels)            # (n, 28, 28, 1) uint8 or (n, 1, 28, 28) float32
     print(model.class_names[probs[0].argmax()])
-    maps = model.attention(image)            # .attention (L, H, T, T), .rollout, .grad_rollout
+    maps = model.attention(image)            # .attention (L, H, T, T), .rollout, .grad_rollout,
+                                             # .pool_weights (T)
 
 The library is found as MINIVIT_LIBRARY names it, else beside this file's prefix
 (PREFIX/lib/libminivit.so.0 for PREFIX/share/minivit/python/minivit.py, or build/ in a
@@ -75,6 +76,7 @@ def _load_library():
         "minivit_attention": (status, [model_p, f32p, f32p, f32p]),
         "minivit_gradient_rollout": (status, [model_p, f32p, ctypes.c_int, f32p,
                                               ctypes.POINTER(ctypes.c_int)]),
+        "minivit_pool_weights": (status, [model_p, f32p, f32p]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)
@@ -93,7 +95,7 @@ def _library():
 
 
 def library_version():
-    """The loaded library's version, "0.1.0"."""
+    """The loaded library's version, "0.2.0"."""
     return _library().minivit_version().decode()
 
 
@@ -104,12 +106,14 @@ def _floats(array):
 @dataclass
 class Attention:
     """One image's attention: every layer and head (L, H, T, T), the attention rollout and
-    the gradient rollout of `explained` (both (grid, grid)), and its class probabilities."""
+    the gradient rollout of `explained` (both (grid, grid)), its class probabilities, and
+    each token's share of what the head reads (T), learned per image where pool is "seq"."""
     attention: np.ndarray
     rollout: np.ndarray
     grad_rollout: np.ndarray
     explained: int
     probs: np.ndarray
+    pool_weights: np.ndarray = None
 
 
 class Model:
@@ -200,8 +204,9 @@ class Model:
         return (x - self.mean[:, None, None]) / self.std[:, None, None]
 
     def attention(self, image, class_index=-1):
-        """One image, float (C, S, S) normalised or uint8 (S, S, C): its attention, rollout
-        and the gradient rollout of class_index (-1: the predicted class)."""
+        """One image, float (C, S, S) normalised or uint8 (S, S, C): its attention, rollout,
+        the gradient rollout of class_index (-1: the predicted class) and the head's pool
+        weights."""
         image = np.asarray(image)
         if image.dtype == np.uint8:
             image = self.normalise(image)
@@ -214,7 +219,10 @@ class Model:
                                                 _floats(rollout)))
         self._check(self._lib.minivit_gradient_rollout(self._handle, _floats(x), int(class_index),
                                                        _floats(grad), ctypes.byref(explained)))
-        return Attention(att, rollout, grad, explained.value, self.predict(x[None])[0])
+        pool_weights = np.empty(self.tokens, dtype=np.float32)
+        self._check(self._lib.minivit_pool_weights(self._handle, _floats(x), _floats(pool_weights)))
+        return Attention(att, rollout, grad, explained.value, self.predict(x[None])[0],
+                         pool_weights)
 
     def close(self):
         if getattr(self, "_handle", None):

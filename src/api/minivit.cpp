@@ -309,4 +309,26 @@ minivit_status minivit_gradient_rollout(minivit_model* model, const float* image
   });
 }
 
+minivit_status minivit_pool_weights(minivit_model* model, const float* image, float* weights) {
+  return guarded(model, [&] {
+    require(image != nullptr && weights != nullptr,
+            "minivit_pool_weights: image or weights is NULL");
+    const minivit::Checkpoint& ckpt = loaded(*model);
+    const minivit::ModelConfig& m = ckpt.config.model;
+    check_finite(image, image_floats(m), "minivit_pool_weights");
+    const int T = m.tokens();
+    // A CLS token or the plain mean reads the same tokens of every image: no pass needed.
+    if (m.pool == minivit::PoolKind::cls) {
+      std::fill(weights, weights + T, 0.0f);
+      weights[0] = 1.0f;
+      return;
+    }
+    if (m.pool == minivit::PoolKind::mean) return std::fill(weights, weights + T, 1.0f / float(T));
+    minivit::ThreadsScope threads(model->threads);
+    const minivit::DenormalsFlushed flushed(minivit::num_threads());
+    const minivit::AttentionMaps maps = minivit::collect_attention(*ckpt.model, image);
+    std::copy(maps.pool_weights.begin(), maps.pool_weights.end(), weights);
+  });
+}
+
 }  // extern "C"

@@ -26,10 +26,10 @@ prefix=$work/prefix
 if [[ $mode == deb ]]; then
   (cd "$build" && cpack -G DEB -B "$work/packages" > "$work/cpack.txt") || fail "cpack: $(cat "$work/cpack.txt")"
   package_files() {  # $1: package name; its files, one a line, without the leading ./
-    dpkg-deb -c "$work/packages/$1"_0.1.0_*.deb | awk '$1 !~ /^d/ {print substr($6, 3)}'
+    dpkg-deb -c "$work/packages/$1"_0.2.0_*.deb | awk '$1 !~ /^d/ {print substr($6, 3)}'
   }
   field() {  # $1: package name, $2: control field
-    dpkg-deb -f "$work/packages/$1"_0.1.0_*.deb "$2"
+    dpkg-deb -f "$work/packages/$1"_0.2.0_*.deb "$2"
   }
   expect_files() {  # $1: package name, then exactly the files it must hold
     local name=$1
@@ -38,7 +38,7 @@ if [[ $mode == deb ]]; then
       fail "$name holds other files than expected: $(cat "$work/files.txt")"
   }
   expect_files minivit usr/bin/minivit
-  expect_files libminivit0 usr/lib/libminivit.so.0 usr/lib/libminivit.so.0.1.0
+  expect_files libminivit0 usr/lib/libminivit.so.0 usr/lib/libminivit.so.0.2.0
   expect_files libminivit-dev usr/include/minivit.h usr/lib/libminivit.so usr/lib/libminivit.a \
     usr/lib/cmake/minivit/minivitConfig.cmake usr/lib/cmake/minivit/minivitConfigVersion.cmake \
     usr/lib/cmake/minivit/minivitTargets.cmake usr/lib/cmake/minivit/minivitTargets-release.cmake \
@@ -48,7 +48,7 @@ if [[ $mode == deb ]]; then
     field "$name" Depends | grep -q "libopenblas0" || fail "no libopenblas0 in $name's Depends: $(field "$name" Depends)"
   done
   for name in libminivit-dev python3-minivit; do
-    field "$name" Depends | grep -q "libminivit0 (= 0.1.0)" || fail "$name does not depend on libminivit0 (= 0.1.0)"
+    field "$name" Depends | grep -q "libminivit0 (= 0.2.0)" || fail "$name does not depend on libminivit0 (= 0.2.0)"
   done
   field python3-minivit Depends | grep -q "python3-numpy" || fail "python3-minivit does not depend on python3-numpy"
   [[ $(field python3-minivit Architecture) == all ]] || fail "python3-minivit is not Architecture: all"
@@ -56,7 +56,7 @@ if [[ $mode == deb ]]; then
     dpkg-deb -x "$deb" "$work/root"
   done
   prefix=$work/root/usr
-  "$prefix/bin/minivit" --version | grep -q "0.1.0" || fail "the packaged minivit --version"
+  "$prefix/bin/minivit" --version | grep -q "0.2.0" || fail "the packaged minivit --version"
 else
   cmake --install "$build" --prefix "$prefix" > /dev/null
 fi
@@ -116,7 +116,7 @@ import minivit
 ckpt, work, images = sys.argv[2], sys.argv[3], sys.argv[4:]
 cli = json.load(open(work + "/predict.json"))["predictions"]
 model = minivit.Model(ckpt)
-assert minivit.library_version() == "0.1.0"
+assert minivit.library_version() == "0.2.0"
 assert (model.image_size, model.channels, model.classes) == (16, 1, 4)
 # The first image as the attention command normalised it (its input.npy), as floats.
 seen = np.load(work + "/attention/input.npy")
@@ -169,6 +169,14 @@ for name, got in (("attention", a.attention), ("rollout", a.rollout),
     want = np.load(work + "/attention/" + name + ".npy")
     assert want.shape == got.shape and np.array_equal(want, got), (name, np.abs(want - got).max())
 assert a.explained == top[0]["index"]
+# The head's pool weights: learned per image (seq, as the CLI's pool_weights.npy), else fixed.
+if model.pool == "seq":
+    want = np.load(work + "/attention/pool_weights.npy").reshape(-1)
+elif model.pool == "mean":
+    want = np.full(model.tokens, 1 / model.tokens, dtype=np.float32)
+else:
+    want = np.eye(1, model.tokens, dtype=np.float32)[0]
+assert a.pool_weights.shape == (model.tokens,) and np.array_equal(a.pool_weights, want), a.pool_weights
 # From bytes, and a bad one.
 assert np.array_equal(minivit.Model(open(ckpt, "rb").read()).predict(pixels), all_probs)
 try:

@@ -3,6 +3,7 @@
 // code; and every kind of bad input answered with a status and a message, never an abort.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -131,6 +132,47 @@ TEST_CASE("the C API's attention and rollouts are the inspection code's", "[api]
   CHECK(std::vector<float>(e.grad_rollout.begin(), e.grad_rollout.end()) == grad);
 }
 
+TEST_CASE("the C API's pool weights are what the head reads", "[api]") {
+  std::vector<float> x(64);  // one normalised 8 x 8 grey image
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * float(i)) * 1.5f;
+  SECTION("a CLS model reads token 0 alone") {
+    const Trained t;
+    Handle h;
+    REQUIRE(minivit_load_file(h.model, t.run.ckpt.c_str()) == MINIVIT_OK);
+    std::vector<float> weights(size_t(t.ckpt.config.model.tokens()), -1.0f);
+    REQUIRE(minivit_pool_weights(h.model, x.data(), weights.data()) == MINIVIT_OK);
+    std::vector<float> want(weights.size(), 0.0f);
+    want[0] = 1.0f;
+    CHECK(weights == want);
+  }
+  for (const char* pool : {"mean", "seq"}) {
+    DYNAMIC_SECTION("pool = " << pool) {
+      TinyTrainedRun run("c_api_pool", 8, std::string("--set model.pool=") + pool);
+      REQUIRE(run.train.exit_code == 0);
+      const minivit::Checkpoint ckpt = minivit::load_checkpoint(run.ckpt);
+      const size_t T = size_t(ckpt.config.model.tokens());
+      Handle h;
+      REQUIRE(minivit_load_file(h.model, run.ckpt.c_str()) == MINIVIT_OK);
+      std::vector<float> weights(T + 1, -1.0f);  // one float past the end stays untouched
+      REQUIRE(minivit_pool_weights(h.model, x.data(), weights.data()) == MINIVIT_OK);
+      CHECK(weights[T] == -1.0f);
+      weights.resize(T);
+      if (std::string(pool) == "mean") {
+        CHECK(weights == std::vector<float>(T, 1.0f / float(T)));
+      } else {
+        // The image's own weights, as the inspection code reads them; learned, not uniform.
+        const minivit::AttentionMaps maps = minivit::collect_attention(*ckpt.model, x.data());
+        CHECK(weights == maps.pool_weights);
+        double sum = 0.0;
+        for (float w : weights) sum += w;
+        CHECK(sum == Approx(1.0).epsilon(1e-5));
+        CHECK(*std::max_element(weights.begin(), weights.end()) >
+              *std::min_element(weights.begin(), weights.end()));
+      }
+    }
+  }
+}
+
 TEST_CASE("the C API answers bad input with a status and a message", "[api]") {
   const Trained t;
   Handle h;
@@ -147,6 +189,7 @@ TEST_CASE("the C API answers bad input with a status and a message", "[api]") {
   CHECK(minivit_predict(h.model, x.data(), 1, probs.data()) == MINIVIT_ERROR_STATE);
   CHECK_THAT(message(), Catch::Contains("no checkpoint loaded"));
   CHECK(minivit_describe(h.model, &d) == MINIVIT_ERROR_STATE);
+  CHECK(minivit_pool_weights(h.model, x.data(), out.data()) == MINIVIT_ERROR_STATE);
 
   // Files and buffers that are not checkpoints; the handle keeps what it held.
   CHECK(minivit_load_file(h.model, nullptr) == MINIVIT_ERROR_ARGUMENT);
@@ -190,6 +233,11 @@ TEST_CASE("the C API answers bad input with a status and a message", "[api]") {
         MINIVIT_ERROR_ARGUMENT);
   CHECK(minivit_gradient_rollout(h.model, x.data(), 0, nullptr, nullptr) ==
         MINIVIT_ERROR_ARGUMENT);
+  CHECK(minivit_pool_weights(h.model, nullptr, out.data()) == MINIVIT_ERROR_ARGUMENT);
+  CHECK(minivit_pool_weights(h.model, x.data(), nullptr) == MINIVIT_ERROR_ARGUMENT);
+  CHECK_THAT(message(), Catch::Contains("minivit_pool_weights"));
+  CHECK(minivit_pool_weights(h.model, x.data() + 64, out.data()) == MINIVIT_ERROR_ARGUMENT);
+  CHECK_THAT(message(), Catch::Contains("not finite"));
   // A good call clears the message.
   CHECK(minivit_predict(h.model, x.data(), 1, probs.data()) == MINIVIT_OK);
   CHECK(message().empty());
@@ -221,7 +269,7 @@ TEST_CASE("C API handles on different threads compute independently", "[api]") {
     CHECK(status[size_t(i)] == MINIVIT_OK);
     CHECK(results[size_t(i)] == alone);
   }
-  CHECK(std::string(minivit_version()) == "0.1.0");
+  CHECK(std::string(minivit_version()) == "0.2.0");
 }
 
 TEST_CASE("C API calls that only read run at once on one handle", "[api]") {
