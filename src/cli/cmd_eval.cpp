@@ -26,7 +26,7 @@ int run_eval(const EvalOptions& opt) {
   check_data_fits_model(images.dataset, config.model, config.data.path + " (" + opt.split + " split)");
   if (images.indices.empty())
     throw Error("--split val: the checkpoint was trained with data.val_fraction = 0, so there is no validation split");
-  Activations acts(config.model, config.train.batch_size, false);
+  Activations acts(config.model, config.train.batch_size, ActivationsFor::evaluation);
   const EvalResult result =
       evaluate(*ckpt.model, acts, images.dataset, images.indices, config.data.mean, config.data.std);
 

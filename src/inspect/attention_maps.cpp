@@ -26,7 +26,7 @@ AttentionMaps attention_maps_of(const ModelConfig& c, const Activations& acts) {
 }
 
 AttentionMaps collect_attention(const ViT& model, const float* image) {
-  Activations acts(model.config, 1, false);
+  Activations acts(model.config, 1, ActivationsFor::inspection);
   vit_forward(model, acts, image, 1, false, 0);
   return attention_maps_of(model.config, acts);
 }

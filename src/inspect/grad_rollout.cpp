@@ -20,7 +20,7 @@ Explanation explain_class(ViT& model, const float* image, int class_index) {
   const int K = c.num_classes;
   check_class_index(class_index, K);
   const size_t L = size_t(c.depth), H = size_t(c.heads), T = size_t(c.tokens());
-  Activations acts(c, 1, true, true);
+  Activations acts(c, 1, ActivationsFor::explanation);
   vit_forward(model, acts, image, 1, false, 0);
 
   Explanation e;

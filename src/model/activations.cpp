@@ -43,6 +43,7 @@ enum class Dim : uint8_t {
 // When a buffer exists.
 enum class Needs : uint8_t {
   always,
+  weight_transpose,  // always, and each block its own even where the blocks share the rest
   in_training,
   with_dropout,
   with_attention_dropout,
@@ -66,6 +67,11 @@ enum class Needs : uint8_t {
 struct Purpose {
   bool training = false;
   bool attention_grads = false;
+  bool blocks_share = false;
+  explicit Purpose(ActivationsFor use)
+      : training(use == ActivationsFor::training || use == ActivationsFor::explanation),
+        attention_grads(use == ActivationsFor::explanation),
+        blocks_share(use == ActivationsFor::evaluation) {}
 };
 
 template <class Owner>
@@ -103,10 +109,10 @@ const BufferSpec<Blk> kBlockBuffers[] = {
     {"path_scale_att", &Blk::path_scale_att, {B, one, one, one}, with_drop_path},
     {"path_scale_mlp", &Blk::path_scale_mlp, {B, one, one, one}, with_drop_path},
     {"att_grad", &Blk::att_grad, {B, H, T, T}, with_attention_grads},
-    {"qkv_w_t", &Blk::qkv_w_t, {D, D3, one, one}, always},
-    {"proj_w_t", &Blk::proj_w_t, {D, D, one, one}, always},
-    {"fc1_w_t", &Blk::fc1_w_t, {D, M, one, one}, always},
-    {"fc2_w_t", &Blk::fc2_w_t, {M, D, one, one}, always},
+    {"qkv_w_t", &Blk::qkv_w_t, {D, D3, one, one}, weight_transpose},
+    {"proj_w_t", &Blk::proj_w_t, {D, D, one, one}, weight_transpose},
+    {"fc1_w_t", &Blk::fc1_w_t, {D, M, one, one}, weight_transpose},
+    {"fc2_w_t", &Blk::fc2_w_t, {M, D, one, one}, weight_transpose},
 };
 
 // Once per model.
@@ -237,6 +243,7 @@ bool needed(Needs needs, const ModelConfig& c, Purpose purpose, int stage) {
   const bool hidden_stage = stage >= 0 && stage + 1 < c.stem_stages();
   switch (needs) {
     case always:
+    case weight_transpose:
       return true;
     case in_training:
       return training;
@@ -302,21 +309,28 @@ T* align_to_line(T* p) {
                               ~uintptr_t(kLineBytes - 1));
 }
 
-// Calls visit(spec, owner, stage) for every buffer in the tables, the stem's stages first,
-// then the blocks, the two sets of gradient scratch, then the model's own, with `owner` the
-// struct its field lives in (nullptr when `acts` is) and `stage` the stem stage (-1 outside
-// the stem).
+// A block's buffer that every block keeps for itself even where the blocks share the rest:
+// its weights' transposes, which differ from block to block.
+bool per_block_always(const BufferSpec<Blk>& spec) { return spec.needs == weight_transpose; }
+
+// Calls visit(spec, owner, stage, shared) for every buffer in the tables, the stem's stages
+// first, then the blocks, the two sets of gradient scratch, then the model's own, with
+// `owner` the struct its field lives in (nullptr when `acts` is), `stage` the stem stage (-1
+// outside the stem), and `shared` true for a block's buffer that is block 0's (the blocks
+// after the first where they share their buffers, purpose.blocks_share).
 template <class Visit>
-void for_each_buffer(const ModelConfig& c, Activations* acts, Visit&& visit) {
+void for_each_buffer(const ModelConfig& c, Purpose purpose, Activations* acts, Visit&& visit) {
   for (int s = 0; s < c.stem_stages(); ++s)
-    for (const auto& spec : kStemBuffers) visit(spec, acts ? &acts->stem[size_t(s)] : nullptr, s);
+    for (const auto& spec : kStemBuffers)
+      visit(spec, acts ? &acts->stem[size_t(s)] : nullptr, s, false);
   for (int l = 0; l < c.depth; ++l)
     for (const auto& spec : kBlockBuffers)
-      visit(spec, acts ? &acts->blocks[size_t(l)] : nullptr, -1);
+      visit(spec, acts ? &acts->blocks[size_t(l)] : nullptr, -1,
+            purpose.blocks_share && l > 0 && !per_block_always(spec));
   for (size_t set = 0; set < 2; ++set)
     for (const auto& spec : kGradScratchBuffers)
-      visit(spec, acts ? &acts->block_grads[set] : nullptr, -1);
-  for (const auto& spec : kModelBuffers) visit(spec, acts, -1);
+      visit(spec, acts ? &acts->block_grads[set] : nullptr, -1, false);
+  for (const auto& spec : kModelBuffers) visit(spec, acts, -1, false);
 }
 
 // Both flat buffers carry one line of slack, to start their first buffer on a line.
@@ -324,11 +338,12 @@ constexpr double kSlackBytes = 2 * kLineBytes;
 
 }  // namespace
 
-std::vector<ActivationBuffer> activation_buffers(const ModelConfig& c, int batch, bool training,
-                                                 bool attention_grads) {
+std::vector<ActivationBuffer> activation_buffers(const ModelConfig& c, int batch,
+                                                 ActivationsFor use) {
+  const Purpose purpose(use);
   std::vector<ActivationBuffer> list;
-  for_each_buffer(c, nullptr, [&](const auto& spec, auto*, int stage) {
-    if (!needed(spec.needs, c, {training, attention_grads}, stage)) return;
+  for_each_buffer(c, purpose, nullptr, [&](const auto& spec, auto*, int stage, bool shared) {
+    if (shared || !needed(spec.needs, c, purpose, stage)) return;
     const double bytes = aligned_bytes(spec, c, batch, stage);
     for (ActivationBuffer& seen : list)
       if (seen.name == spec.name) return void(seen.bytes += bytes);
@@ -337,43 +352,45 @@ std::vector<ActivationBuffer> activation_buffers(const ModelConfig& c, int batch
   return list;
 }
 
-double activation_bytes(const ModelConfig& c, int batch, bool training, bool attention_grads) {
+double activation_bytes(const ModelConfig& c, int batch, ActivationsFor use) {
   double total = kSlackBytes;
-  for (const ActivationBuffer& buffer : activation_buffers(c, batch, training, attention_grads))
-    total += buffer.bytes;
+  for (const ActivationBuffer& buffer : activation_buffers(c, batch, use)) total += buffer.bytes;
   return total;
 }
 
-Activations::Activations(const ModelConfig& c, int B, bool for_training, bool keep_attention_grads)
-    : config(c), max_batch(B), training(for_training), attention_grads(keep_attention_grads) {
+Activations::Activations(const ModelConfig& c, int B, ActivationsFor use)
+    : config(c), max_batch(B) {
+  const Purpose purpose(use);
+  training = purpose.training;
+  attention_grads = purpose.attention_grads;
+  blocks_share = purpose.blocks_share;
   if (B < 1)
     throw Error("activations: the batch size must be at least 1, got " + std::to_string(B));
-  if (keep_attention_grads && !for_training)
-    throw Error("activations: attention gradients need activations built for training");
-  const Purpose purpose{training, attention_grads};
-  check_vit_fits_memory(c, B, for_training);
+  check_vit_fits_memory(c, B, use);
   blocks.resize(size_t(c.depth));
   stem.resize(size_t(c.stem_stages()));
   attention_slots = attention_threads();
   double float_bytes = kLineBytes, mask_bytes = kLineBytes;
-  for_each_buffer(c, nullptr, [&](const auto& spec, auto*, int stage) {
-    if (needed(spec.needs, c, purpose, stage))
+  for_each_buffer(c, purpose, nullptr, [&](const auto& spec, auto*, int stage, bool shared) {
+    if (!shared && needed(spec.needs, c, purpose, stage))
       (is_mask(spec) ? mask_bytes : float_bytes) += aligned_bytes(spec, c, B, stage);
   });
   floats_ = Tensor1::from_shape({size_t(float_bytes) / sizeof(float)});
   masks_ = Mask1::from_shape({size_t(mask_bytes)});
   char* next_float = reinterpret_cast<char*>(align_to_line(floats_.data()));
   char* next_mask = reinterpret_cast<char*>(align_to_line(masks_.data()));
-  for_each_buffer(c, this, [&](const auto& spec, auto* owner, int stage) {
+  for_each_buffer(c, purpose, this, [&](const auto& spec, auto* owner, int stage, bool shared) {
     const bool exists = needed(spec.needs, c, purpose, stage);
     char*& next = is_mask(spec) ? next_mask : next_float;
     std::visit(
         [&](auto field) {
           using Pointer = std::remove_reference_t<decltype(owner->*field)>;
+          if constexpr (std::is_same_v<std::remove_pointer_t<decltype(owner)>, BlockActivations>)
+            if (shared) return void(owner->*field = blocks[0].*field);
           owner->*field = exists ? reinterpret_cast<Pointer>(next) : nullptr;
         },
         spec.field);
-    if (exists) next += int64_t(aligned_bytes(spec, c, B, stage));
+    if (exists && !shared) next += int64_t(aligned_bytes(spec, c, B, stage));
   });
 }
 

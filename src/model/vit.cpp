@@ -36,12 +36,13 @@ static void check_model_shapes(const ModelConfig& c) {
                 " is not divisible by 4, as pos_embed sincos2d needs");
 }
 
-double vit_memory_bytes(const ModelConfig& c, int batch, bool training) {
-  return 4.0 * vit_param_count(c) * (training ? 4 : 2) + activation_bytes(c, batch, training);
+double vit_memory_bytes(const ModelConfig& c, int batch, ActivationsFor use) {
+  const int copies = use == ActivationsFor::training ? 4 : 2;
+  return 4.0 * vit_param_count(c) * copies + activation_bytes(c, batch, use);
 }
 
-void check_vit_fits_memory(const ModelConfig& c, int batch, bool training) {
-  const double needed = vit_memory_bytes(c, batch, training);
+void check_vit_fits_memory(const ModelConfig& c, int batch, ActivationsFor use) {
+  const double needed = vit_memory_bytes(c, batch, use);
   const double available = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
   if (available > 0 && needed > available)
     throw Error("model: image_size " + std::to_string(c.image_size) + ", patch_size " +
@@ -55,7 +56,7 @@ void check_vit_fits_memory(const ModelConfig& c, int batch, bool training) {
 
 ViT::ViT(const ModelConfig& c)
     : config(c),
-      specs((check_model_shapes(c), check_vit_fits_memory(c, 0, false), vit_param_specs(c))) {
+      specs((check_model_shapes(c), check_vit_fits_memory(c, 0, ActivationsFor::evaluation), vit_param_specs(c))) {
   num_params = specs.back().offset + specs.back().size;
   weights = Tensor1::from_shape({size_t(num_params)});
   grads = Tensor1::from_shape({size_t(num_params)});

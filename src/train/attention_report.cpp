@@ -151,7 +151,7 @@ void attention_stats_over(const ViT& model, const Config& config, const SplitIma
   const std::vector<int64_t>& indices = split.indices;
   const int64_t n = int64_t(indices.size()), batch = std::min<int64_t>(64, std::max<int64_t>(1, n));
   const size_t len = size_t(m.channels) * m.image_size * m.image_size, per_head = size_t(m.tokens()) * m.tokens();
-  Activations acts(m, int(batch), false);
+  Activations acts(m, int(batch), ActivationsFor::inspection);  // every block's att is read
   std::vector<float> images(size_t(batch) * len);
   ProgressLine progress;
   const ForwardWeightsHeld held(model, acts);

@@ -47,7 +47,7 @@ static Latency measure_latency(const ViT& model, const Compute& compute, int n) 
   const int64_t image_len = int64_t(mc.channels) * mc.image_size * mc.image_size;
   std::vector<float> images(size_t(kLatencyImageSet * image_len));
   for (size_t i = 0; i < images.size(); ++i) images[i] = float(rng_normal(5, i));
-  Activations acts(mc, 1, false);
+  Activations acts(mc, 1, ActivationsFor::evaluation);
   acts.compute = compute;
   const ForwardWeightsHeld held(model, acts);  // as a loaded model's predictions do
   auto forward = [&](int i) {
@@ -96,7 +96,7 @@ Throughput measure_throughput(BenchSetup& s, const BenchSteps& opt) {
   t.update_share = profile.update_seconds / t.train_s;
 
   {
-    const ForwardWeightsHeld held(s.model, s.acts);  // as one evaluation pass holds them
+    const ForwardWeightsHeld held(s.model, s.eval_acts);  // as one evaluation pass holds them
     for (int i = 0; i < opt.warmup; ++i) s.eval_batch();
     const auto t0 = Clock::now();
     for (int i = 0; i < opt.steps; ++i) s.eval_batch();
@@ -179,7 +179,8 @@ Latency measure_latency_on_one_thread(const ViT& model, const Compute& compute,
 BenchSetup::BenchSetup(const Config& c)
     : config(c), mc(c.model), B(c.train.batch_size), K(c.model.num_classes),
       image_len(int64_t(mc.channels) * mc.image_size * mc.image_size), model(mc),
-      optimizer(c.optim, model.num_params), acts(mc, B, true),
+      optimizer(c.optim, model.num_params), acts(mc, B, ActivationsFor::training),
+      eval_acts(mc, eval_batch_size(B), ActivationsFor::evaluation),
       images(size_t(B * image_len)), targets(size_t(B) * K), labels(static_cast<size_t>(B)) {
   model.init(c.train.seed);
   acts.block_products = c.train.precision;
@@ -204,9 +205,9 @@ void BenchSetup::train_on_every_patch(bool every_patch) {
 }
 
 void BenchSetup::eval_batch() {
-  const int chunk = eval_batch_size(acts.max_batch);
+  const int chunk = eval_acts.max_batch;
   for (int start = 0; start < B; start += chunk)
-    vit_forward(model, acts, images.data() + start * image_len, std::min(chunk, B - start),
+    vit_forward(model, eval_acts, images.data() + start * image_len, std::min(chunk, B - start),
                 false, 0);
 }
 

@@ -62,7 +62,7 @@ Trainer::Trainer(TrainerOptions options) : config_(std::move(options.config)) {
   int threads = 0;
   try {
     open_run_directory(options.resume_dir);
-    check_vit_fits_memory(config_.model, config_.train.batch_size, true);
+    check_vit_fits_memory(config_.model, config_.train.batch_size, ActivationsFor::training);
     threads = set_num_threads(config_.train.threads);
     prepare_data();
     create_model(options.init_path);

@@ -92,7 +92,7 @@ void Trainer::create_model(const std::string& init_path) {
   } else if (!init_path.empty()) {
     load_weights(*model_, read_safetensors(init_path), init_path);
   }
-  acts_.emplace(config_.model, batch_size_, true);
+  acts_.emplace(config_.model, batch_size_, ActivationsFor::training);
   acts_->block_products = config_.train.precision;
   acts_->compute.threads = num_threads();
   if (config_.optim.ema_decay > 0.0f) averaged_.emplace(config_.model);

@@ -72,7 +72,7 @@ TEST_CASE("the C API predicts what the model's own forward pass gives", "[api]")
   const std::vector<float> x = t.images(count);
   std::vector<float> probs(size_t(count) * K, -1.0f);
   REQUIRE(minivit_predict(h.model, x.data(), count, probs.data()) == MINIVIT_OK);
-  minivit::Activations acts(m, count, false);
+  minivit::Activations acts(m, count, minivit::ActivationsFor::evaluation);
   minivit::vit_forward(*t.ckpt.model, acts, x.data(), count, false, 0);
   for (int b = 0; b < count; ++b) {
     const std::vector<double> expected = minivit::class_probabilities(acts.logits + b * K, K);

@@ -34,7 +34,7 @@ inline void check_model_gradients(const minivit::ModelConfig& c, double eps = 3e
     if (s.name.find("norm") != std::string::npos && s.name.find("weight") != std::string::npos)
       for (int64_t i = 0; i < s.size; ++i) model.weights.data()[s.offset + i] += 1.0f;
   const int B = 3;
-  Activations acts(c, B, true);
+  Activations acts(c, B, ActivationsFor::training);
   auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 101);
   std::vector<float> targets(B * c.num_classes);
   const int32_t labels[B] = {0, 2, 1};
@@ -70,8 +70,10 @@ inline void check_evaluation_ignores_draw(const minivit::ModelConfig& with,
   model.init(6);
   std::copy(model.weights.begin(), model.weights.end(), plain.weights.begin());
   const int B = 4;
-  Activations eval_with(with, B, false), eval_plain(without, B, false);
-  Activations train_with(with, B, true), train_plain(without, B, true);
+  Activations eval_with(with, B, ActivationsFor::evaluation);
+  Activations eval_plain(without, B, ActivationsFor::evaluation);
+  Activations train_with(with, B, ActivationsFor::training);
+  Activations train_plain(without, B, ActivationsFor::training);
   const auto images = random_vector(B * with.channels * with.image_size * with.image_size, 1.0f, 7);
   const int64_t logits = int64_t(B) * with.num_classes;
   vit_forward(model, eval_with, images.data(), B, false, 1);

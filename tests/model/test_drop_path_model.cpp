@@ -30,7 +30,7 @@ TEST_CASE("drop path: a dropped image's branch adds nothing to its residual stre
   ViT model(c);
   model.init(4);
   const int B = 3;
-  Activations acts(c, B, true);
+  Activations acts(c, B, ActivationsFor::training);
   const auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 5);
   vit_forward(model, acts, images.data(), B, true, kGradcheckKey);
   const BlockActivations& a = acts.blocks[1];

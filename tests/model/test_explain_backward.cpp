@@ -52,7 +52,7 @@ TEST_CASE("after an evaluation forward, backward is the gradient of the model wi
       INFO("attention " << int(form) << ", pool " << int(pool));
       ViT model(c);
       prepare(model);
-      Activations acts(c, 1, true, true);
+      Activations acts(c, 1, ActivationsFor::explanation);
       const auto image = random_vector(c.channels * c.image_size * c.image_size, 1.0f, 9);
       const int cls = 2;
       vit_forward(model, acts, image.data(), 1, false, 0);

@@ -50,7 +50,7 @@ struct Batch {
 bool bf16_products_here() { return Compute::automatic().bf16_products(); }
 
 std::vector<float> gradients(ViT& model, const Batch& batch, Precision precision) {
-  Activations acts(model.config, batch.B, true);
+  Activations acts(model.config, batch.B, ActivationsFor::training);
   acts.block_products = precision;
   model.zero_grad();
   forward_backward(model, acts, batch.images.data(), batch.targets.data(), batch.B, 7);
@@ -89,7 +89,8 @@ TEST_CASE("bf16 block products leave evaluation passes in fp32", "[model][precis
   ViT model(c);
   model.init(4);
   const Batch batch(c, 5);
-  Activations fp32(c, batch.B, true), bf16(c, batch.B, true);
+  Activations fp32(c, batch.B, ActivationsFor::training);
+  Activations bf16(c, batch.B, ActivationsFor::training);
   bf16.block_products = Precision::bf16;
   vit_forward(model, fp32, batch.images.data(), batch.B, false, 0);
   vit_forward(model, bf16, batch.images.data(), batch.B, false, 0);
@@ -111,7 +112,7 @@ TEST_CASE("training with bf16 block products repeats bit for bit on one thread a
   auto run = [&](int threads) {
     ViT model(c);
     model.init(11);
-    Activations acts(c, batch.B, true);
+    Activations acts(c, batch.B, ActivationsFor::training);
     acts.block_products = Precision::bf16;
     acts.compute.threads = threads;
     Optimizer opt(OptimConfig{}, model.num_params);

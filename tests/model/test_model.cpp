@@ -158,7 +158,7 @@ TEST_CASE("a tiny model overfits one small batch", "[model][train]") {
   ViT model(c);
   model.init(3);
   const int B = 12;
-  Activations acts(c, B, true);
+  Activations acts(c, B, ActivationsFor::training);
   auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 200);
   std::vector<int32_t> labels(B);
   for (int b = 0; b < B; ++b) labels[b] = b % c.num_classes;
@@ -188,7 +188,7 @@ TEST_CASE("training is deterministic for a seed and thread count", "[model][trai
     ViT model(c);
     model.init(11);
     const int B = 6;
-    Activations acts(c, B, true);
+    Activations acts(c, B, ActivationsFor::training);
     auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 300);
     std::vector<int32_t> labels = {0, 1, 2, 0, 1, 2};
     std::vector<float> targets(B * c.num_classes);
@@ -217,9 +217,9 @@ TEST_CASE("each image's logits in a batch of 20 are those it gets alone", "[mode
   const int B = 20;
   const int64_t image_len = int64_t(c.image_size) * c.image_size;
   auto images = random_vector(size_t(B * image_len), 1.0f, 77);
-  Activations batch(c, B, false);
+  Activations batch(c, B, ActivationsFor::evaluation);
   vit_forward(model, batch, images.data(), B, false, 0);
-  Activations alone(c, 1, false);
+  Activations alone(c, 1, ActivationsFor::evaluation);
   for (int b = 0; b < B; ++b) {
     vit_forward(model, alone, images.data() + b * image_len, 1, false, 0);
     for (int k = 0; k < c.num_classes; ++k)

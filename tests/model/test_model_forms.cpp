@@ -136,7 +136,7 @@ TEST_CASE("training never moves the sincos2d table nor its optimizer moments", "
     const std::vector<float> table = weights_of(model, "pos_embed");
     const std::vector<float> before(model.weights.begin(), model.weights.end());
     const int B = 6;
-    Activations acts(c, B, true);
+    Activations acts(c, B, ActivationsFor::training);
     auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 400);
     const std::vector<int32_t> labels = {0, 1, 2, 0, 1, 2};
     std::vector<float> targets(B * c.num_classes);
@@ -301,14 +301,14 @@ TEST_CASE("a conv stem: stride-2 3x3 convolutions doubling their channels, a 1x1
 TEST_CASE("activations built for one patch embedding are refused by another",
           "[model][forms][errors]") {
   ModelConfig c = with_pos_embed(PosEmbedKind::learned, PoolKind::mean);
-  Activations linear_acts(c, 2, true);
+  Activations linear_acts(c, 2, ActivationsFor::training);
   c.patch_embed = PatchEmbedKind::conv;
   ViT model(c);
   model.init(3);
   const auto images = random_vector(2 * c.channels * c.image_size * c.image_size, 1.0f, 4);
   CHECK_THROWS_WITH(vit_forward(model, linear_acts, images.data(), 2, true, 0),
                     Catch::Contains("built for another model"));
-  Activations stem_acts(c, 2, true);
+  Activations stem_acts(c, 2, ActivationsFor::training);
   c.stem_channels = 5;
   ViT wider(c);
   CHECK_THROWS_WITH(vit_forward(wider, stem_acts, images.data(), 2, true, 0),
@@ -319,10 +319,11 @@ TEST_CASE("activations built for one pooling are refused by the other", "[model]
   const ModelConfig mean_config = with_pos_embed(PosEmbedKind::learned, PoolKind::mean);
   ViT model(mean_config);
   model.init(8);
-  Activations cls_acts(with_pos_embed(PosEmbedKind::learned), 2, false);
+  Activations cls_acts(with_pos_embed(PosEmbedKind::learned), 2,
+                       ActivationsFor::evaluation);
   std::vector<float> images(2 * 2 * 8 * 8, 0.5f);
   REQUIRE_THROWS_WITH(vit_forward(model, cls_acts, images.data(), 2, false, 0),
                       Catch::Matchers::Contains("built for another model"));
-  Activations mean_acts(mean_config, 2, false);
+  Activations mean_acts(mean_config, 2, ActivationsFor::evaluation);
   CHECK_NOTHROW(vit_forward(model, mean_acts, images.data(), 2, false, 0));
 }

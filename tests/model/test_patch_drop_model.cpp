@@ -28,7 +28,7 @@ TEST_CASE("patch dropout: the first block reads the prefix and the kept tokens",
     ViT model(c);
     model.init(4);
     const int B = 5, D = c.dim, N = c.patches(), prefix = c.prefix_tokens();
-    Activations acts(c, B, true);
+    Activations acts(c, B, ActivationsFor::training);
     const auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 5);
     vit_forward(model, acts, images.data(), B, true, 555);
     for (int b = 0; b < B; ++b) {
@@ -110,7 +110,8 @@ static void check_kept_stem_outputs(const ModelConfig& c) {
   model.init(4);
   const int B = 3, N = c.patches(), PL = c.patch_len(), D = c.dim;
   const auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 6);
-  Activations training(c, B, true), every(c, B, false);
+  // `every` keeps block 0's input, the embedding's output, for reading after the pass.
+  Activations training(c, B, ActivationsFor::training), every(c, B, ActivationsFor::inspection);
   vit_forward(model, training, images.data(), B, true, 555);
   vit_forward(model, every, images.data(), B, false, 555);
   int kept = 0;
@@ -147,7 +148,8 @@ TEST_CASE("patch dropout behind a conv stem: the kept patches' stem outputs and 
 TEST_CASE("evaluation with patch dropout is the model without it", "[model][patch_drop]") {
   ModelConfig with = patch_drop_config(PoolKind::mean), without = with;
   without.patch_drop = 0.0f;
-  CHECK(Activations(with, 4, false).tokens == nullptr);  // evaluation keeps no dropped copy
+  // Evaluation keeps no copy of the dropped-patch tokens.
+  CHECK(Activations(with, 4, ActivationsFor::evaluation).tokens == nullptr);
   check_evaluation_ignores_draw(with, without, 555);
 }
 
@@ -166,7 +168,8 @@ TEST_CASE("activations built for patch dropout serve a training step without it 
   ViT on_dropping_acts(without), on_plain_acts(without);
   on_dropping_acts.init(6);
   on_plain_acts.init(6);
-  Activations acts_with(with, B, true), acts_without(without, B, true);
+  Activations acts_with(with, B, ActivationsFor::training);
+  Activations acts_without(without, B, ActivationsFor::training);
   const float loss_with =
       forward_backward(on_dropping_acts, acts_with, images.data(), targets.data(), B, 9);
   const float loss_without =
@@ -184,7 +187,7 @@ TEST_CASE("activations built for patch dropout serve a training step without it 
   // Nor do they serve a model that keeps more patches than they were built for.
   ModelConfig keeps_fewer = with;
   keeps_fewer.patch_drop = 0.75f;  // 1 of 4 kept
-  Activations acts_fewer(keeps_fewer, B, true);
+  Activations acts_fewer(keeps_fewer, B, ActivationsFor::training);
   CHECK_THROWS_WITH(vit_forward(dropping, acts_fewer, images.data(), B, true, 9),
                     Catch::Contains("built for another model"));
 }

@@ -69,7 +69,7 @@ Change change_under_shuffle(PosEmbedKind pos_embed, const std::vector<float>& im
     else
       std::copy_n(initialised.data() + pos->offset, pos->size, model.weights.data() + pos->offset);
   }
-  Activations acts(c, count, false);
+  Activations acts(c, count, ActivationsFor::evaluation);
   vit_forward(model, acts, images.data(), count, false, 0);
   const std::vector<float> before(acts.logits, acts.logits + count * c.num_classes);
   vit_forward(model, acts, shuffled.data(), count, false, 0);

@@ -52,7 +52,7 @@ struct Run {
 
   explicit Run(const ModelConfig& c, uint64_t seed)
       : model(c),
-        acts(c, kBatch, true),
+        acts(c, kBatch, ActivationsFor::training),
         optimizer(OptimConfig{}, model.num_params),
         images(random_vector(kBatch * c.channels * c.image_size * c.image_size, 1.0f, seed)),
         targets(size_t(kBatch * c.num_classes)),
@@ -93,31 +93,47 @@ TEST_CASE("two different models trained in turns end as they do apart", "[model]
 }
 
 TEST_CASE("the activations hold exactly what the table describes", "[model][state]") {
+  using enum ActivationsFor;
   for (const ModelConfig& c : {tiny_model_config(), other_model()})
-    for (bool training : {false, true}) {
+    for (ActivationsFor use : {evaluation, inspection, training, explanation}) {
       const int B = 7;
-      Activations acts(c, B, training);
-      INFO("dim " << c.dim << (training ? " training" : " evaluation"));
-      CHECK(double(acts.bytes()) == activation_bytes(c, B, training));
-      CHECK(activation_bytes(c, 2 * B, training) > activation_bytes(c, B, training));
-      // The attention weights of every block: B*H*T*T floats each, on whole cache lines.
-      const auto buffers = activation_buffers(c, B, training);
-      const auto att = std::find_if(buffers.begin(), buffers.end(),
-                                    [](const ActivationBuffer& b) { return b.name == "att"; });
-      REQUIRE(att != buffers.end());
+      const bool training = use == ActivationsFor::training || use == explanation;
+      const bool shared = use == evaluation;
+      Activations acts(c, B, use);
+      INFO("dim " << c.dim << ", use " << int(use));
+      CHECK(double(acts.bytes()) == activation_bytes(c, B, use));
+      CHECK(activation_bytes(c, 2 * B, use) > activation_bytes(c, B, use));
+      // The attention weights of every block, or of the one set the blocks share: B*H*T*T
+      // floats each, on whole cache lines.
+      const auto buffers = activation_buffers(c, B, use);
+      auto buffer = [&](const char* name) {
+        return std::find_if(buffers.begin(), buffers.end(),
+                            [&](const ActivationBuffer& b) { return b.name == name; });
+      };
+      REQUIRE(buffer("att") != buffers.end());
       const double att_bytes = 4.0 * B * c.heads * c.tokens() * c.tokens();
-      CHECK(att->bytes == c.depth * std::ceil(att_bytes / 64) * 64);
-      const bool has_dlogits =
-          std::any_of(buffers.begin(), buffers.end(),
-                      [](const ActivationBuffer& b) { return b.name == "dlogits"; });
-      CHECK(has_dlogits == training);
-      CHECK(vit_memory_bytes(c, B, training) ==
-            4.0 * vit_param_count(c) * (training ? 4 : 2) + activation_bytes(c, B, training));
+      CHECK(buffer("att")->bytes == (shared ? 1 : c.depth) * std::ceil(att_bytes / 64) * 64);
+      // Each block's weight transposes are its own, shared activations or not.
+      const double qkv_w_bytes = 4.0 * c.dim * 3 * c.dim;
+      CHECK(buffer("qkv_w_t")->bytes == c.depth * std::ceil(qkv_w_bytes / 64) * 64);
+      CHECK((buffer("dlogits") != buffers.end()) == training);
+      CHECK((buffer("att_grad") != buffers.end()) == (use == explanation));
+      CHECK(vit_memory_bytes(c, B, use) ==
+            4.0 * vit_param_count(c) * (use == ActivationsFor::training ? 4 : 2) +
+                activation_bytes(c, B, use));
       // Training-only buffers exist only for training; masks only with their dropout.
       CHECK((acts.dlogits != nullptr) == training);
       CHECK((acts.blocks[0].att_mask != nullptr) == (training && c.attention_dropout > 0));
       CHECK((acts.blocks[0].proj_mask != nullptr) == (training && c.dropout > 0));
-      CHECK(acts.blocks.size() == size_t(c.depth));
+      REQUIRE(acts.blocks.size() == size_t(c.depth));
+      CHECK(acts.blocks_share == shared);
+      if (c.depth < 2) continue;
+      const BlockActivations &first = acts.blocks.front(), &last = acts.blocks.back();
+      CHECK((first.qkv == last.qkv) == shared);
+      CHECK((first.att == last.att) == shared);
+      CHECK((first.x == last.x) == shared);
+      CHECK(first.qkv_w_t != last.qkv_w_t);
+      CHECK(first.fc2_w_t != last.fc2_w_t);
     }
 }
 
@@ -172,7 +188,8 @@ TEST_CASE("vit_forward and vit_backward refuse callers that break their precondi
   model.init(1);
   const int B = 4;
   const auto images = random_vector(2 * B * c.channels * c.image_size * c.image_size, 1.0f, 3);
-  Activations train_acts(c, B, true), eval_acts(c, B, false);
+  Activations train_acts(c, B, ActivationsFor::training);
+  Activations eval_acts(c, B, ActivationsFor::evaluation);
 
   CHECK_THROWS_WITH(vit_forward(model, train_acts, images.data(), B + 1, true, 0),
                     Contains("batch 5 is outside 1..4"));
@@ -183,7 +200,7 @@ TEST_CASE("vit_forward and vit_backward refuse callers that break their precondi
   CHECK_THROWS_WITH(vit_forward(model, train_acts, nullptr, B, false, 0), Contains("no images"));
   ModelConfig wider = c;
   wider.dim = 16;
-  Activations wrong_shape(wider, B, true);
+  Activations wrong_shape(wider, B, ActivationsFor::training);
   CHECK_THROWS_WITH(vit_forward(model, wrong_shape, images.data(), B, false, 0),
                     Contains("built for another model"));
   CHECK_THROWS_WITH(hold_forward_weights(model, wrong_shape), Contains("built for another model"));
@@ -216,9 +233,8 @@ TEST_CASE("a model and its run state refuse impossible shapes", "[model][state][
   c = tiny_model_config();
   c.depth = 0;
   CHECK_THROWS_AS(ViT(c), Error);
-  CHECK_THROWS_WITH(Activations(tiny_model_config(), 0, true), Contains("at least 1"));
-  CHECK_THROWS_WITH(Activations(tiny_model_config(), 2, false, true),
-                    Contains("attention gradients need activations built for training"));
+  CHECK_THROWS_WITH(Activations(tiny_model_config(), 0, ActivationsFor::training),
+                    Contains("at least 1"));
   ViT model(tiny_model_config());
   Optimizer wrong(OptimConfig{}, model.num_params + 1);
   CHECK_THROWS_WITH(wrong.step(model, 1e-3f), Contains("optimizer"));
@@ -238,7 +254,7 @@ TEST_CASE("held forward weights are read as they were made until released; a tra
     vit_forward(run.model, acts, run.images.data(), B, training, rng_key(3, kRngDropout, 0));
     return std::vector<float>(acts.logits, acts.logits + B * K);
   };
-  Activations eval(c, B, false), fresh(c, B, false);
+  Activations eval(c, B, ActivationsFor::evaluation), fresh(c, B, ActivationsFor::evaluation);
   const std::vector<float> before = logits(eval, false);
   std::vector<float> moved;
   {
@@ -256,7 +272,8 @@ TEST_CASE("held forward weights are read as they were made until released; a tra
   CHECK(logits(eval, false) == moved);
 
   // A training forward never reads a held copy: it makes its own from the weights as they are.
-  Activations trained(c, B, true), fresh_trained(c, B, true);
+  Activations trained(c, B, ActivationsFor::training);
+  Activations fresh_trained(c, B, ActivationsFor::training);
   hold_forward_weights(run.model, trained);
   run.train_one_step();
   CHECK(logits(trained, true) == logits(fresh_trained, true));
@@ -305,7 +322,7 @@ TEST_CASE("the forward weights are the model's linear weights transposed at ever
     if (!compute) continue;  // the CPU lacks the level
     if (kernels == GemmKernels::openblas) compute->isa = Isa::x86_64;  // the baseline's layers
     INFO("kernels " << compute->kernels_name());
-    Activations acts(c, 2, true);
+    Activations acts(c, 2, ActivationsFor::training);
     acts.compute = *compute;
     each_forward_weight(acts, [](float* made, const float*, int rows, int cols) {
       std::fill(made, made + int64_t(rows) * cols, kUntouched);

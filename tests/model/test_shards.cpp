@@ -48,7 +48,7 @@ TEST_CASE("a shard's dropout masks and gradients are the whole batch's share", "
 
   ViT model(c);
   model.init(5);
-  Activations whole(c, B, true), part(c, B, true);
+  Activations whole(c, B, ActivationsFor::training), part(c, B, ActivationsFor::training);
 
   StepResult all = shard_gradients(model, whole, images.data(), targets.data(), labels.data(), B,
                                    key, 0, B);

@@ -19,6 +19,18 @@
 
 namespace minivit {
 
+// What a set of activations is built for, which decides the buffers it holds.
+enum class ActivationsFor {
+  training,     // forward and backward: what each block's backward reads, and its scratch
+  evaluation,   // forward alone, nothing of a block read after the pass: the blocks take
+                // turns on one set of buffers (each keeps its own weight transposes), so a
+                // chunk of images finds the last block's rows in cache and a pass writes a
+                // block's worth of memory instead of the whole model's
+  inspection,   // forward alone, every block's buffers kept to be read after the pass
+                // (the attention maps)
+  explanation,  // training's, and backward's gradient at every block's attention weights
+};
+
 struct BlockActivations {
   float* x;          // (B, T, D) the residual stream entering the block
   float* ln1;        // (B, T, D)
@@ -105,6 +117,8 @@ struct Activations {
   int max_batch = 0;
   bool training = false;  // backward's buffers and the dropout masks exist
   bool attention_grads = false;  // backward keeps each block's gradient at att (att_grad)
+  bool blocks_share = false;  // ActivationsFor::evaluation: every block's activation buffers
+                              // are block 0's
 
   std::vector<StemActivations> stem;  // (model.stem_stages())
   float* patches;     // (B, N, C'*P'*P') what the projection reads: each patch's pixels, or
@@ -200,10 +214,9 @@ struct Activations {
   int forward_batch = 0;
   bool forward_was_training = false;
 
-  // keep_attention_grads (needs for_training) adds att_grad to every block, for inspection:
-  // the gradient of whatever dlogits seeds with respect to each softmax output.
-  Activations(const ModelConfig& config, int max_batch, bool for_training,
-              bool keep_attention_grads = false);
+  // ActivationsFor::explanation adds att_grad to every block: the gradient of whatever
+  // dlogits seeds with respect to each softmax output.
+  Activations(const ModelConfig& config, int max_batch, ActivationsFor use);
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
 
@@ -214,7 +227,7 @@ struct Activations {
   Mask1 masks_;     // every uint8_t buffer above
 };
 
-// The buffers Activations(config, batch, training) allocates, by name in table order, a
+// The buffers Activations(config, batch, use) allocates, by name in table order, a
 // block buffer's bytes summed over the blocks; in double so that absurd sizes cannot
 // overflow. For the memory guard and for people asking where the memory goes.
 struct ActivationBuffer {
@@ -222,10 +235,9 @@ struct ActivationBuffer {
   double bytes = 0;
 };
 std::vector<ActivationBuffer> activation_buffers(const ModelConfig& config, int batch,
-                                                 bool training, bool attention_grads = false);
+                                                 ActivationsFor use);
 
 // Their total, with the alignment slack: exactly Activations::bytes().
-double activation_bytes(const ModelConfig& config, int batch, bool training,
-                        bool attention_grads = false);
+double activation_bytes(const ModelConfig& config, int batch, ActivationsFor use);
 
 }  // namespace minivit

@@ -22,13 +22,13 @@
 namespace minivit {
 
 // Bytes a model needs, in double so that absurd sizes cannot overflow: its parameters
-// (weights and gradients, and the optimizer's two moments when `training`) plus the
-// Activations for a batch of `batch` images (activation_bytes).
-double vit_memory_bytes(const ModelConfig& config, int batch, bool training);
+// (weights and gradients, and the optimizer's two moments for training) plus the
+// Activations for `use` and a batch of `batch` images (activation_bytes).
+double vit_memory_bytes(const ModelConfig& config, int batch, ActivationsFor use);
 
 // Throws minivit::Error naming the model's sizes when vit_memory_bytes exceeds the
 // machine's physical memory, before anything is allocated.
-void check_vit_fits_memory(const ModelConfig& config, int batch, bool training);
+void check_vit_fits_memory(const ModelConfig& config, int batch, ActivationsFor use);
 
 struct ViT {
   ModelConfig config;

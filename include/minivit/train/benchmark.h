@@ -35,7 +35,8 @@ struct BenchSetup {
   int64_t image_len;
   ViT model;
   Optimizer optimizer;
-  Activations acts;
+  Activations acts;       // the training steps'
+  Activations eval_acts;  // the evaluation batches', as `minivit eval` builds them
   std::vector<float> images, targets;  // (B, C*H*W), (B, K)
   std::vector<int32_t> labels;         // (B)
 
@@ -44,7 +45,8 @@ struct BenchSetup {
   // The steps of train.unmasked_epochs: every patch through the blocks, switched as the
   // trainer switches (the activations hold every token either way).
   void train_on_every_patch(bool every_patch);
-  // An evaluation batch goes through the model in the chunks evaluate() uses.
+  // An evaluation batch goes through the model in the passes evaluate() makes, on
+  // activations built for evaluation as `minivit eval`'s and the C API's are.
   void eval_batch();
   // GFLOP/s of the model's largest product, the queries', keys' and values' (B*T, D) x
   // (D, 3D), on `products` and the pool's threads: in fp32 the yardstick of every rate.
