@@ -234,7 +234,8 @@ void Trainer::end_of_epoch() {
   const bool validate_now = progress_.epoch % config_.train.eval_every == 0 || progress_.step == total_steps_;
   if (!val_indices_.empty() && validate_now) {
     const EvalResult val =
-        evaluate(*model_, *acts_, data_.train, val_indices_, config_.data.mean, config_.data.std);
+        evaluate(*model_, *eval_acts_, data_.train, val_indices_, config_.data.mean,
+                 config_.data.std);
     progress_.val_top1 = val.top1;
     is_best = val.top1 > progress_.best_val_top1;
     if (is_best) progress_.best_val_top1 = val.top1, progress_.best_step = progress_.step;
@@ -284,7 +285,7 @@ int Trainer::finish() {
   }
 
   const SplitImages test_images = images_of_split(data_, Split::test, config_);
-  const EvalResult test = evaluate(*model_, *acts_, test_images.dataset, test_images.indices,
+  const EvalResult test = evaluate(*model_, *eval_acts_, test_images.dataset, test_images.indices,
                                    config_.data.mean, config_.data.std);
   nlohmann::json report = eval_to_json(test, class_names_);
   report["split"] = "test";
@@ -295,8 +296,8 @@ int Trainer::finish() {
   std::printf("test (last.safetensors, step %lld): top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%lld images)\n",
               (long long)progress_.step, 100 * test.top1, 100 * test.top5, test.loss, (long long)test.n);
   if (const ViT* averaged = averaged_model()) {
-    const EvalResult ema = evaluate(*averaged, *acts_, test_images.dataset, test_images.indices,
-                                    config_.data.mean, config_.data.std);
+    const EvalResult ema = evaluate(*averaged, *eval_acts_, test_images.dataset,
+                                    test_images.indices, config_.data.mean, config_.data.std);
     report["ema"] = eval_to_json(ema, class_names_);
     report["ema"]["checkpoint"] = ema_path_;
     test_line.update({{"test_loss_ema", ema.loss}, {"test_acc_ema", ema.top1}, {"test_top5_ema", ema.top5}});
@@ -357,7 +358,8 @@ nlohmann::json Trainer::validate_average(std::string& val_text) {
   const ViT* averaged = averaged_model();
   if (!averaged) return nlohmann::json::object();
   const EvalResult val =
-      evaluate(*averaged, *acts_, data_.train, val_indices_, config_.data.mean, config_.data.std);
+      evaluate(*averaged, *eval_acts_, data_.train, val_indices_, config_.data.mean,
+               config_.data.std);
   averaged_val_top1_ = val.top1;
   val_text += strprintf(" | ema acc %.2f%%", 100 * val.top1);
   return {{"val_loss_ema", val.loss}, {"val_acc_ema", val.top1}};
