@@ -134,7 +134,8 @@ void predict_normalised(minivit_model& model, const float* images, int count, fl
   const int batch = minivit::eval_batch_size(count);
   if (!model.acts || model.acts->max_batch < batch) {
     model.acts.reset();  // the old scratch goes before the new is allocated
-    model.acts = std::make_unique<minivit::Activations>(m, batch, minivit::ActivationsFor::evaluation);
+    model.acts =
+        std::make_unique<minivit::Activations>(m, batch, minivit::ActivationsFor::evaluation);
   }
   model.acts->compute.threads = model.threads;
   // A loaded checkpoint's weights never change: its forward weights are made once.

@@ -311,7 +311,7 @@ T* align_to_line(T* p) {
 
 // A block's buffer that every block keeps for itself even where the blocks share the rest:
 // its weights' transposes, which differ from block to block.
-bool per_block_always(const BufferSpec<Blk>& spec) { return spec.needs == weight_transpose; }
+bool own_to_each_block(const BufferSpec<Blk>& spec) { return spec.needs == weight_transpose; }
 
 // Calls visit(spec, owner, stage, shared) for every buffer in the tables, the stem's stages
 // first, then the blocks, the two sets of gradient scratch, then the model's own, with
@@ -326,7 +326,7 @@ void for_each_buffer(const ModelConfig& c, Purpose purpose, Activations* acts, V
   for (int l = 0; l < c.depth; ++l)
     for (const auto& spec : kBlockBuffers)
       visit(spec, acts ? &acts->blocks[size_t(l)] : nullptr, -1,
-            purpose.blocks_share && l > 0 && !per_block_always(spec));
+            purpose.blocks_share && l > 0 && !own_to_each_block(spec));
   for (size_t set = 0; set < 2; ++set)
     for (const auto& spec : kGradScratchBuffers)
       visit(spec, acts ? &acts->block_grads[set] : nullptr, -1, false);

@@ -56,7 +56,8 @@ void check_vit_fits_memory(const ModelConfig& c, int batch, ActivationsFor use) 
 
 ViT::ViT(const ModelConfig& c)
     : config(c),
-      specs((check_model_shapes(c), check_vit_fits_memory(c, 0, ActivationsFor::evaluation), vit_param_specs(c))) {
+      specs((check_model_shapes(c), check_vit_fits_memory(c, 0, ActivationsFor::evaluation),
+             vit_param_specs(c))) {
   num_params = specs.back().offset + specs.back().size;
   weights = Tensor1::from_shape({size_t(num_params)});
   grads = Tensor1::from_shape({size_t(num_params)});

@@ -42,7 +42,8 @@ template <class Chunk>
 void for_each_chunk(int B, int slots, Chunk&& chunk) {
   const int chunks = (B + kChunkImages - 1) / kChunkImages;
   const int threads = std::min({num_threads(), slots, chunks});
-  const int whole = threads > 1 && chunks > threads ? chunks - threads : chunks;  // the rest: halves
+  // The chunks that go whole; the rest go in halves.
+  const int whole = threads > 1 && chunks > threads ? chunks - threads : chunks;
   const int tasks = whole + 2 * (chunks - whole);
   auto run = [&](int i) {
     constexpr int kHalf = kChunkImages / 2;
