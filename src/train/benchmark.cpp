@@ -180,7 +180,7 @@ BenchSetup::BenchSetup(const Config& c)
     : config(c), mc(c.model), B(c.train.batch_size), K(c.model.num_classes),
       image_len(int64_t(mc.channels) * mc.image_size * mc.image_size), model(mc),
       optimizer(c.optim, model.num_params), acts(mc, B, ActivationsFor::training),
-      eval_acts(mc, eval_batch_size(B), ActivationsFor::evaluation),
+      eval_acts(mc, B, ActivationsFor::evaluation),
       images(size_t(B * image_len)), targets(size_t(B) * K), labels(static_cast<size_t>(B)) {
   model.init(c.train.seed);
   acts.block_products = c.train.precision;
@@ -205,7 +205,7 @@ void BenchSetup::train_on_every_patch(bool every_patch) {
 }
 
 void BenchSetup::eval_batch() {
-  const int chunk = eval_acts.max_batch;
+  const int chunk = eval_batch_size(eval_acts.max_batch);  // for the pool's threads now
   for (int start = 0; start < B; start += chunk)
     vit_forward(model, eval_acts, images.data() + start * image_len, std::min(chunk, B - start),
                 false, 0);
