@@ -35,8 +35,13 @@ EvalResult evaluate(const ViT& model, Activations& acts, const Dataset& data,
     fill_batch(images.data(), labels.data(), data, indices.data() + start, B, mean, std);
     vit_forward(model, acts, images.data(), B, false, 0);
     make_targets(targets.data(), labels.data(), B, K, 0.0f);
-    loss_sum += double(cross_entropy_forward(acts.probs, acts.logits,
-                                             targets.data(), B, K)) * B;
+    // Each image's loss alone, added in image order: the total does not depend on how
+    // many images a pass takes (kEvalChunk, the thread count).
+    for (int b = 0; b < B; ++b) {
+      const int64_t row = int64_t(b) * K;
+      loss_sum += double(cross_entropy_forward(acts.probs + row, acts.logits + row,
+                                               targets.data() + row, 1, K));
+    }
     for (int b = 0; b < B; ++b) {
       const float* z = acts.logits + int64_t(b) * K;
       const int label = labels[size_t(b)];
