@@ -63,17 +63,6 @@ enum class Needs : uint8_t {
   with_seq_pool_in_training,  // the same, training
 };
 
-// What the activations are built for.
-struct Purpose {
-  bool training = false;
-  bool attention_grads = false;
-  bool blocks_share = false;
-  explicit Purpose(ActivationsFor use)
-      : training(use == ActivationsFor::training || use == ActivationsFor::explanation),
-        attention_grads(use == ActivationsFor::explanation),
-        blocks_share(use == ActivationsFor::evaluation) {}
-};
-
 template <class Owner>
 struct BufferSpec {
   const char* name;
@@ -238,8 +227,8 @@ double extent(Dim d, const ModelConfig& c, int batch, int stage) {
   return 0;
 }
 
-bool needed(Needs needs, const ModelConfig& c, Purpose purpose, int stage) {
-  const bool training = purpose.training;
+bool needed(Needs needs, const ModelConfig& c, ActivationsFor use, int stage) {
+  const bool training = runs_backward(use);
   const bool hidden_stage = stage >= 0 && stage + 1 < c.stem_stages();
   switch (needs) {
     case always:
@@ -260,7 +249,7 @@ bool needed(Needs needs, const ModelConfig& c, Purpose purpose, int stage) {
     case with_learned_scores:
       return training && attention_has_score_params(c.attention);
     case with_attention_grads:
-      return training && purpose.attention_grads;
+      return use == ActivationsFor::explanation;
     case with_conv_stem_in_training:
       return training && c.stem_stages() > 0;
     case stem_hidden:
@@ -317,16 +306,16 @@ bool own_to_each_block(const BufferSpec<Blk>& spec) { return spec.needs == weigh
 // first, then the blocks, the two sets of gradient scratch, then the model's own, with
 // `owner` the struct its field lives in (nullptr when `acts` is), `stage` the stem stage (-1
 // outside the stem), and `shared` true for a block's buffer that is block 0's (the blocks
-// after the first where they share their buffers, purpose.blocks_share).
+// after the first where they share their buffers, ActivationsFor::evaluation).
 template <class Visit>
-void for_each_buffer(const ModelConfig& c, Purpose purpose, Activations* acts, Visit&& visit) {
+void for_each_buffer(const ModelConfig& c, ActivationsFor use, Activations* acts, Visit&& visit) {
   for (int s = 0; s < c.stem_stages(); ++s)
     for (const auto& spec : kStemBuffers)
       visit(spec, acts ? &acts->stem[size_t(s)] : nullptr, s, false);
   for (int l = 0; l < c.depth; ++l)
     for (const auto& spec : kBlockBuffers)
       visit(spec, acts ? &acts->blocks[size_t(l)] : nullptr, -1,
-            purpose.blocks_share && l > 0 && !own_to_each_block(spec));
+            use == ActivationsFor::evaluation && l > 0 && !own_to_each_block(spec));
   for (size_t set = 0; set < 2; ++set)
     for (const auto& spec : kGradScratchBuffers)
       visit(spec, acts ? &acts->block_grads[set] : nullptr, -1, false);
@@ -340,10 +329,9 @@ constexpr double kSlackBytes = 2 * kLineBytes;
 
 std::vector<ActivationBuffer> activation_buffers(const ModelConfig& c, int batch,
                                                  ActivationsFor use) {
-  const Purpose purpose(use);
   std::vector<ActivationBuffer> list;
-  for_each_buffer(c, purpose, nullptr, [&](const auto& spec, auto*, int stage, bool shared) {
-    if (shared || !needed(spec.needs, c, purpose, stage)) return;
+  for_each_buffer(c, use, nullptr, [&](const auto& spec, auto*, int stage, bool shared) {
+    if (shared || !needed(spec.needs, c, use, stage)) return;
     const double bytes = aligned_bytes(spec, c, batch, stage);
     for (ActivationBuffer& seen : list)
       if (seen.name == spec.name) return void(seen.bytes += bytes);
@@ -359,11 +347,7 @@ double activation_bytes(const ModelConfig& c, int batch, ActivationsFor use) {
 }
 
 Activations::Activations(const ModelConfig& c, int B, ActivationsFor use)
-    : config(c), max_batch(B) {
-  const Purpose purpose(use);
-  training = purpose.training;
-  attention_grads = purpose.attention_grads;
-  blocks_share = purpose.blocks_share;
+    : config(c), max_batch(B), use(use) {
   if (B < 1)
     throw Error("activations: the batch size must be at least 1, got " + std::to_string(B));
   check_vit_fits_memory(c, B, use);
@@ -371,16 +355,16 @@ Activations::Activations(const ModelConfig& c, int B, ActivationsFor use)
   stem.resize(size_t(c.stem_stages()));
   attention_slots = attention_threads();
   double float_bytes = kLineBytes, mask_bytes = kLineBytes;
-  for_each_buffer(c, purpose, nullptr, [&](const auto& spec, auto*, int stage, bool shared) {
-    if (!shared && needed(spec.needs, c, purpose, stage))
+  for_each_buffer(c, use, nullptr, [&](const auto& spec, auto*, int stage, bool shared) {
+    if (!shared && needed(spec.needs, c, use, stage))
       (is_mask(spec) ? mask_bytes : float_bytes) += aligned_bytes(spec, c, B, stage);
   });
   floats_ = Tensor1::from_shape({size_t(float_bytes) / sizeof(float)});
   masks_ = Mask1::from_shape({size_t(mask_bytes)});
   char* next_float = reinterpret_cast<char*>(align_to_line(floats_.data()));
   char* next_mask = reinterpret_cast<char*>(align_to_line(masks_.data()));
-  for_each_buffer(c, purpose, this, [&](const auto& spec, auto* owner, int stage, bool shared) {
-    const bool exists = needed(spec.needs, c, purpose, stage);
+  for_each_buffer(c, use, this, [&](const auto& spec, auto* owner, int stage, bool shared) {
+    const bool exists = needed(spec.needs, c, use, stage);
     char*& next = is_mask(spec) ? next_mask : next_float;
     std::visit(
         [&](auto field) {

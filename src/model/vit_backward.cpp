@@ -23,7 +23,7 @@ MINIVIT_ISA_BEGIN
 using namespace vit_passes;
 
 static void check_backward(const ViT& model, const Activations& acts, int B) {
-  if (!acts.training)
+  if (!acts.has_backward())
     throw Error("vit_backward: the activations were built for evaluation, not training");
   if (!built_for(acts.config, model.config))
     throw Error("vit_backward: the activations were built for another model");

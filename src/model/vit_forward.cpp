@@ -46,7 +46,7 @@ static void check_forward(const ViT& model, const Activations& acts, const float
   if (B < 1 || B > acts.max_batch)
     throw Error("vit_forward: batch " + std::to_string(B) + " is outside 1.." +
                 std::to_string(acts.max_batch) + ", the batch the activations were built for");
-  if (training && !acts.training)
+  if (training && !acts.has_backward())
     throw Error("vit_forward: a training forward needs activations built for training");
   if (!images) throw Error("vit_forward: no images");
 }

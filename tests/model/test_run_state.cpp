@@ -126,7 +126,7 @@ TEST_CASE("the activations hold exactly what the table describes", "[model][stat
       CHECK((acts.blocks[0].att_mask != nullptr) == (training && c.attention_dropout > 0));
       CHECK((acts.blocks[0].proj_mask != nullptr) == (training && c.dropout > 0));
       REQUIRE(acts.blocks.size() == size_t(c.depth));
-      CHECK(acts.blocks_share == shared);
+      CHECK(acts.blocks_share() == shared);
       if (c.depth < 2) continue;
       const BlockActivations &first = acts.blocks.front(), &last = acts.blocks.back();
       CHECK((first.qkv == last.qkv) == shared);

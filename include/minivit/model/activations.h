@@ -31,6 +31,11 @@ enum class ActivationsFor {
   explanation,  // training's, and backward's gradient at every block's attention weights
 };
 
+// Whether activations built for `use` hold backward's buffers and the dropout masks.
+constexpr bool runs_backward(ActivationsFor use) {
+  return use == ActivationsFor::training || use == ActivationsFor::explanation;
+}
+
 struct BlockActivations {
   float* x;          // (B, T, D) the residual stream entering the block
   float* ln1;        // (B, T, D)
@@ -54,7 +59,7 @@ struct BlockActivations {
                           // 1 / (1 - p), when drop_path > 0 in training
   float* path_scale_mlp;  // (B) the same for the MLP branch
   float* att_grad;   // (B, H, T, T) gradient at att, kept by backward when the activations
-                     // were built to explain a prediction (keep_attention_grads)
+                     // were built to explain a prediction (ActivationsFor::explanation)
   // The block's linear weights transposed, which forward's products read as they lie
   // (vit.h, forward weights).
   float* qkv_w_t;    // (D, 3D)
@@ -115,10 +120,10 @@ struct Activations {
   // against it.
   ModelConfig config;
   int max_batch = 0;
-  bool training = false;  // backward's buffers and the dropout masks exist
-  bool attention_grads = false;  // backward keeps each block's gradient at att (att_grad)
-  bool blocks_share = false;  // ActivationsFor::evaluation: every block's activation buffers
-                              // are block 0's
+  ActivationsFor use = ActivationsFor::evaluation;
+  bool has_backward() const { return runs_backward(use); }
+  // Every block's activation buffers are block 0's (all but the weight transposes).
+  bool blocks_share() const { return use == ActivationsFor::evaluation; }
 
   std::vector<StemActivations> stem;  // (model.stem_stages())
   float* patches;     // (B, N, C'*P'*P') what the projection reads: each patch's pixels, or

@@ -63,9 +63,10 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
 // From acts.dlogits (B, K) back to every parameter; adds into model.grads. The backward of
 // the last vit_forward on `acts`: after a training one with its dropout masks, after an
 // evaluation one of the model without dropout (inspection asks that: why did the model,
-// as it is used, choose this class). With acts.attention_grads it also keeps each block's
-// gradient at its attention weights in att_grad. Throws minivit::Error unless `acts` was
-// built for training and its last vit_forward was of the same B.
+// as it is used, choose this class). On activations built for ActivationsFor::explanation
+// it also keeps each block's gradient at its attention weights in att_grad. Throws
+// minivit::Error unless `acts` holds backward's buffers (Activations::has_backward) and its
+// last vit_forward was of the same B.
 void vit_backward(ViT& model, Activations& acts, int B);
 
 // The forward weights (below), made from the model's weights.
