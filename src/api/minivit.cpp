@@ -127,30 +127,41 @@ void check_finite(const float* values, int64_t n, const char* what) {
       throw ArgumentError(std::string(what) + ": value " + std::to_string(i) + " is not finite");
 }
 
-// Probabilities of `count` normalised images, in chunks through the handle's scratch.
-void predict_normalised(minivit_model& model, const float* images, int count, float* probs) {
+// The handle's evaluation scratch, for passes of up to `batch` images (grown when smaller),
+// with the loaded weights' forward forms and the handle's thread count.
+minivit::Activations& evaluation_scratch(minivit_model& model, int batch) {
   const minivit::Checkpoint& ckpt = loaded(model);
-  const minivit::ModelConfig& m = ckpt.config.model;
-  const int batch = minivit::eval_batch_size(count);
   if (!model.acts || model.acts->max_batch < batch) {
     model.acts.reset();  // the old scratch goes before the new is allocated
-    model.acts =
-        std::make_unique<minivit::Activations>(m, batch, minivit::ActivationsFor::evaluation);
+    model.acts = std::make_unique<minivit::Activations>(ckpt.config.model, batch,
+                                                        minivit::ActivationsFor::evaluation);
   }
   model.acts->compute.threads = model.threads;
   // A loaded checkpoint's weights never change: its forward weights are made once.
   if (model.acts->forward_weights_held != ckpt.model->weights.data())
     minivit::hold_forward_weights(*ckpt.model, *model.acts);
-  const minivit::DenormalsFlushed flushed(model.threads > 0 ? model.threads : omp_get_max_threads());
+  return *model.acts;
+}
+
+int handle_threads(const minivit_model& model) {
+  return model.threads > 0 ? model.threads : omp_get_max_threads();
+}
+
+// Probabilities of `count` normalised images, in chunks through the handle's scratch.
+void predict_normalised(minivit_model& model, const float* images, int count, float* probs) {
+  const minivit::Checkpoint& ckpt = loaded(model);
+  const minivit::ModelConfig& m = ckpt.config.model;
+  minivit::Activations& acts = evaluation_scratch(model, minivit::eval_batch_size(count));
+  const minivit::DenormalsFlushed flushed(handle_threads(model));
   const int K = m.num_classes;
-  const int chunk = model.acts->max_batch;
+  const int chunk = acts.max_batch;
   for (int start = 0; start < count; start += chunk) {
     const int B = std::min(chunk, count - start);
-    minivit::vit_forward(*ckpt.model, *model.acts, images + int64_t(start) * image_floats(m), B,
-                         false, 0);
+    minivit::vit_forward(*ckpt.model, acts, images + int64_t(start) * image_floats(m), B, false,
+                         0);
     for (int b = 0; b < B; ++b) {
       const std::vector<double> p =
-          minivit::class_probabilities(model.acts->logits + int64_t(b) * K, K);
+          minivit::class_probabilities(acts.logits + int64_t(b) * K, K);
       std::copy(p.begin(), p.end(), probs + (int64_t(start) + b) * K);
     }
   }
@@ -325,10 +336,11 @@ minivit_status minivit_pool_weights(minivit_model* model, const float* image, fl
       return;
     }
     if (m.pool == minivit::PoolKind::mean) return std::fill(weights, weights + T, 1.0f / float(T));
-    minivit::ThreadsScope threads(model->threads);
-    const minivit::DenormalsFlushed flushed(minivit::num_threads());
-    const minivit::AttentionMaps maps = minivit::collect_attention(*ckpt.model, image);
-    std::copy(maps.pool_weights.begin(), maps.pool_weights.end(), weights);
+    // One evaluation forward of the image leaves its weights in the pooling's buffer.
+    minivit::Activations& acts = evaluation_scratch(*model, 1);
+    const minivit::DenormalsFlushed flushed(handle_threads(*model));
+    minivit::vit_forward(*ckpt.model, acts, image, 1, false, 0);
+    std::copy(acts.pool_weights, acts.pool_weights + T, weights);
   });
 }
 

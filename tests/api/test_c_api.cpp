@@ -168,6 +168,14 @@ TEST_CASE("the C API's pool weights are what the head reads", "[api]") {
         CHECK(sum == Approx(1.0).epsilon(1e-5));
         CHECK(*std::max_element(weights.begin(), weights.end()) >
               *std::min_element(weights.begin(), weights.end()));
+        // After a prediction of several images has grown the handle's scratch, the same.
+        const int count = 3;
+        std::vector<float> images, probs(size_t(count * ckpt.config.model.num_classes));
+        for (int i = 0; i < count; ++i) images.insert(images.end(), x.begin(), x.end());
+        REQUIRE(minivit_predict(h.model, images.data(), count, probs.data()) == MINIVIT_OK);
+        std::vector<float> again(T);
+        REQUIRE(minivit_pool_weights(h.model, x.data(), again.data()) == MINIVIT_OK);
+        CHECK(again == weights);
       }
     }
   }
