@@ -95,8 +95,10 @@ void Trainer::create_model(const std::string& init_path) {
   acts_.emplace(config_.model, batch_size_, ActivationsFor::training);
   acts_->block_products = config_.train.precision;
   acts_->compute.threads = num_threads();
-  eval_acts_.emplace(config_.model, eval_batch_size(batch_size_), ActivationsFor::evaluation);
-  eval_acts_->compute = acts_->compute;
+  if (root_) {  // rank 0 alone validates and tests
+    eval_acts_.emplace(config_.model, eval_batch_size(batch_size_), ActivationsFor::evaluation);
+    eval_acts_->compute = acts_->compute;
+  }
   if (config_.optim.ema_decay > 0.0f) averaged_.emplace(config_.model);
 }
 

@@ -127,7 +127,7 @@ class Trainer {
   std::optional<ViT> averaged_;  // holds the optimizer's weight average to evaluate and save it
   double averaged_val_top1_ = -1.0;  // of the average at the last validation
   std::optional<Activations> acts_;       // the training steps'
-  std::optional<Activations> eval_acts_;  // the validation and test passes' (evaluate.h)
+  std::optional<Activations> eval_acts_;  // rank 0's validation and test passes' (evaluate.h)
   std::optional<TrainBatches> batches_;
   std::optional<BatchPrefetcher> prefetcher_;
 
