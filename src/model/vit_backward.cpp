@@ -42,76 +42,113 @@ static BlockGradScratch& grad_scratch(Activations& acts, int l) {
   return acts.block_grads[size_t(l % 2)];
 }
 
-// The backward of images [b0, b0 + n) through block l, down to the gradient at the
-// block's input: everything whose rows are independent. The weight gradients, which sum
-// over the whole batch, are BlockParamPieces' below. p_block is this block's drop-path
-// rate.
-static void block_backward_rows(const ViT& model, Activations& acts, int l, int b0, int n,
-                                float p, float p_att, float p_block, const float* d_out,
-                                float* d_in) {
-  const ModelConfig& c = model.config;
-  const BlockParams& bw = model.w.blocks[size_t(l)];
-  const BlockActivations& a = acts.blocks[size_t(l)];
-  const BlockGradScratch& s = grad_scratch(acts, l);
-  const int T = c.pass_tokens(acts.forward_was_training), D = c.dim, M = c.mlp_dim,
-            H = c.heads;
-  const int64_t TD = int64_t(T) * D, TM = int64_t(T) * M, HTT = int64_t(H) * T * T;
-  const int BT = n * T;
-  const int64_t BTM = int64_t(BT) * M;
-  auto at = [b0](auto* buffer, int64_t per_image) { return at_image(buffer, b0, per_image); };
-  d_out = at(d_out, TD);
-  float* d_mid = at(s.dresid_mid, TD);
-  d_in = at(d_in, TD);
-  float* dfc1 = at(s.dfc1, TM);
-  float *dln2 = at(s.dln, TD), *dln1 = at(s.dln1, TD);
-  float *datt_out = at(acts.datt_out, TD), *dqkv = at(s.dqkv, 3 * TD);
+// A chunk of images [b0, b0 + n) in block l's backward: the block, the rates its forward
+// ran at (p_block: this block's drop-path rate), and the chunk's shapes; at() addresses a
+// buffer at image b0.
+struct ChunkBackward {
+  const ViT& model;
+  Activations& acts;
+  int b0, n;
+  float p, p_att, p_block;
+  const BlockParams& bw;
+  const BlockActivations& a;
+  const BlockGradScratch& s;
+  int T, D, M, H, BT;
+  int64_t TD, TM, HTT;
+  Products products;
 
-  const float *path_att = at(a.path_scale_att, 1), *path_mlp = at(a.path_scale_mlp, 1);
-  const Products products = acts.products(acts.forward_was_training);
+  ChunkBackward(const ViT& model, Activations& acts, int l, int b0, int n, float p, float p_att,
+                float p_block)
+      : model(model), acts(acts), b0(b0), n(n), p(p), p_att(p_att), p_block(p_block),
+        bw(model.w.blocks[size_t(l)]), a(acts.blocks[size_t(l)]), s(grad_scratch(acts, l)),
+        T(model.config.pass_tokens(acts.forward_was_training)), D(model.config.dim),
+        M(model.config.mlp_dim), H(model.config.heads), BT(n * T), TD(int64_t(T) * D),
+        TM(int64_t(T) * M), HTT(int64_t(H) * T * T),
+        products(acts.products(acts.forward_was_training)) {}
 
-  // x_next = x_mid + drop_path(drop(fc2(fc2_in))): d_out is d x_next.
-  const float* dfc2_out = through_branch_drops(at(s.dbranch, TD), d_out, at(a.fc2_mask, TD),
-                                               p, path_mlp, p_block, n, TD);
+  template <class V>
+  V* at(V* buffer, int64_t per_image) const {
+    return at_image(buffer, b0, per_image);
+  }
+};
+
+// x_next = x_mid + drop_path(drop(fc2(drop(GELU(fc1(LN2(x_mid))))))): from d_out, the
+// gradient at x_next, to the one at x_mid, which it returns.
+static const float* mlp_backward_rows(const ChunkBackward& k, const float* d_out) {
+  const BlockActivations& a = k.a;
+  const float* path_mlp = k.at(a.path_scale_mlp, 1);
+  const float* dfc2_out = through_branch_drops(k.at(k.s.dbranch, k.TD), d_out,
+                                               k.at(a.fc2_mask, k.TD), k.p, path_mlp, k.p_block,
+                                               k.n, k.TD);
   // fc2_in = drop(GELU(fc1)). After a training forward fc1 holds GELU's slope, which the
   // product applies as it stores where no dropout mask comes between; after an evaluation
   // forward it holds GELU's input.
-  const float* fc1 = at(a.fc1, TM);
-  const bool slope_kept = acts.forward_was_training;
-  if (p == 0.0f && slope_kept) {
-    linear_backward_input_gelu(dfc1, dfc2_out, bw.fc2_w, fc1, BT, M, D, products);
+  float* dfc1 = k.at(k.s.dfc1, k.TM);
+  const float* fc1 = k.at(a.fc1, k.TM);
+  const bool slope_kept = k.acts.forward_was_training;
+  const int64_t BTM = int64_t(k.BT) * k.M;
+  if (k.p == 0.0f && slope_kept) {
+    linear_backward_input_gelu(dfc1, dfc2_out, k.bw.fc2_w, fc1, k.BT, k.M, k.D, k.products);
   } else {
     // Without a dropout mask dgelu is dfc1 itself, which gelu.h allows as dout.
-    linear_backward_input(dfc1, dfc2_out, bw.fc2_w, BT, M, D, false, products);
-    const float* dgelu = through_dropout(at(acts.dgelu, TM), dfc1, at(a.gelu_mask, TM), BTM, p);
+    linear_backward_input(dfc1, dfc2_out, k.bw.fc2_w, k.BT, k.M, k.D, false, k.products);
+    const float* dgelu =
+        through_dropout(k.at(k.acts.dgelu, k.TM), dfc1, k.at(a.gelu_mask, k.TM), BTM, k.p);
     if (slope_kept)
       gelu_backward_slope(dfc1, fc1, dgelu, BTM);
     else
       gelu_backward(dfc1, fc1, dgelu, BTM, false);
   }
   // fc1 = linear(LN2(x_mid)); the residual path carries d_out into x_mid.
-  linear_backward_input(dln2, dfc1, bw.fc1_w, BT, D, M, false, products);
-  layernorm_backward_input(d_mid, dln2, at(a.resid_mid, TD), bw.norm2_w, at(a.ln2_mean, T),
-                           at(a.ln2_rstd, T), BT, D, d_out);
+  float* dln2 = k.at(k.s.dln, k.TD);
+  float* d_mid = k.at(k.s.dresid_mid, k.TD);
+  linear_backward_input(dln2, dfc1, k.bw.fc1_w, k.BT, k.D, k.M, false, k.products);
+  layernorm_backward_input(d_mid, dln2, k.at(a.resid_mid, k.TD), k.bw.norm2_w,
+                           k.at(a.ln2_mean, k.T), k.at(a.ln2_rstd, k.T), k.BT, k.D, d_out);
+  return d_mid;
+}
 
-  // x_mid = x + drop_path(drop(proj(att_out)))
-  const float* dproj_out = through_branch_drops(at(s.dbranch_att, TD), d_mid,
-                                                at(a.proj_mask, TD), p, path_att, p_block, n, TD);
-  linear_backward_input(datt_out, dproj_out, bw.proj_w, BT, D, D, false, products);
-  const float* qkv = at(a.qkv, 3 * TD);
-  const uint8_t* att_mask = at(a.att_mask, HTT);
+// x_mid = x + drop_path(drop(proj(attn(LN1(x))))): from d_mid, the gradient at x_mid, to
+// d_in, the one at x.
+static void attention_backward_rows(const ChunkBackward& k, const float* d_mid, float* d_in) {
+  const ModelConfig& c = k.model.config;
+  const BlockActivations& a = k.a;
+  float* datt_out = k.at(k.acts.datt_out, k.TD);
+  float* dqkv = k.at(k.s.dqkv, 3 * k.TD);
+  float* dln1 = k.at(k.s.dln1, k.TD);
+  const float* dproj_out =
+      through_branch_drops(k.at(k.s.dbranch_att, k.TD), d_mid, k.at(a.proj_mask, k.TD), k.p,
+                           k.at(a.path_scale_att, 1), k.p_block, k.n, k.TD);
+  linear_backward_input(datt_out, dproj_out, k.bw.proj_w, k.BT, k.D, k.D, false, k.products);
+  const float* qkv = k.at(a.qkv, 3 * k.TD);
+  const uint8_t* att_mask = k.at(a.att_mask, k.HTT);
   if (a.att_grad)
-    attention_weights_grad(at(a.att_grad, HTT), datt_out, qkv, att_mask, n, T, D, H, p_att);
+    attention_weights_grad(k.at(a.att_grad, k.HTT), datt_out, qkv, att_mask, k.n, k.T, k.D, k.H,
+                           k.p_att);
   {
-    AttentionTimer timer(acts.profile);
-    const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
+    AttentionTimer timer(k.acts.profile);
+    const AttentionScore score{c.attention, k.bw.additive_v, k.bw.logit_scale};
     const AttentionScoreGrad dscore{nullptr, nullptr,
-                                    at(s.score_grad_pairs, int64_t(H) * c.head_dim())};
-    attention_backward_pairs(dqkv, dscore, datt_out, qkv, at(a.att, HTT), att_mask, n, T, D, H,
-                             score, p_att, acts.attention_scratch, acts.attention_slots);
+                                    k.at(k.s.score_grad_pairs, int64_t(k.H) * c.head_dim())};
+    attention_backward_pairs(dqkv, dscore, datt_out, qkv, k.at(a.att, k.HTT), att_mask, k.n,
+                             k.T, k.D, k.H, score, k.p_att, k.acts.attention_scratch,
+                             k.acts.attention_slots);
   }
-  linear_backward_input(dln1, dqkv, bw.qkv_w, BT, D, 3 * D, false, products);
-  layernorm_backward_input(d_in, dln1, at(a.x, TD), bw.norm1_w, at(a.ln1_mean, T),
-                           at(a.ln1_rstd, T), BT, D, d_mid);
+  linear_backward_input(dln1, dqkv, k.bw.qkv_w, k.BT, k.D, 3 * k.D, false, k.products);
+  layernorm_backward_input(d_in, dln1, k.at(a.x, k.TD), k.bw.norm1_w, k.at(a.ln1_mean, k.T),
+                           k.at(a.ln1_rstd, k.T), k.BT, k.D, d_mid);
+}
+
+// The backward of images [b0, b0 + n) through block l, down to the gradient at the
+// block's input: everything whose rows are independent. The weight gradients, which sum
+// over the whole batch, are BlockParamPieces' below.
+static void block_backward_rows(const ViT& model, Activations& acts, int l, int b0, int n,
+                                float p, float p_att, float p_block, const float* d_out,
+                                float* d_in) {
+  const ChunkBackward chunk(model, acts, l, b0, n, p, p_att, p_block);
+  const int64_t TD = chunk.TD;
+  const float* d_mid = mlp_backward_rows(chunk, chunk.at(d_out, TD));
+  attention_backward_rows(chunk, d_mid, chunk.at(d_in, TD));
 }
 
 // Block l's weight gradients from the whole batch's rows that block_backward_rows left,
