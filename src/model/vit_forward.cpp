@@ -111,69 +111,116 @@ static void embed_forward_chunk(const ViT& model, Activations& acts, const float
                        c.prefix_tokens(), N, K, D);
 }
 
+// A chunk of images [b0, b0 + n) in block l's forward: the block, its rates (p_block: its
+// drop-path rate), the chunk's shapes and dropout streams (from sample `first`); at()
+// addresses a buffer at image b0.
+struct ChunkForward {
+  const ViT& model;
+  Activations& acts;
+  int l, b0, n;
+  bool training;
+  float p, p_att, p_block;
+  uint64_t dropout_key;
+  int64_t first;
+  Products products;
+  const BlockParams& bw;
+  const BlockActivations& a;
+  // With patch dropout the blocks see fewer tokens in training than the embedding makes.
+  int T, D, M, H, BT;
+  int64_t TD, TM, HTT;
+
+  ChunkForward(const ViT& model, Activations& acts, int l, int b0, int n, bool training, float p,
+               float p_att, float p_block, uint64_t dropout_key, int64_t first,
+               Products products)
+      : model(model), acts(acts), l(l), b0(b0), n(n), training(training), p(p), p_att(p_att),
+        p_block(p_block), dropout_key(dropout_key), first(first), products(products),
+        bw(model.w.blocks[size_t(l)]), a(acts.blocks[size_t(l)]),
+        T(model.config.pass_tokens(training)), D(model.config.dim), M(model.config.mlp_dim),
+        H(model.config.heads), BT(n * T), TD(int64_t(T) * D), TM(int64_t(T) * M),
+        HTT(int64_t(H) * T * T) {}
+
+  template <class V>
+  V* at(V* buffer, int64_t per_image) const {
+    return at_image(buffer, b0, per_image);
+  }
+  uint64_t key(DropoutSite site) const { return rng_key(dropout_key, uint64_t(l), site); }
+  LinearWeight weight(const float* rows, const float* transposed) const {
+    return LinearWeight{rows, acts.weight_columns(transposed)};
+  }
+};
+
+// out = residual + drop_path(drop(inp W^T + b)), one of the block's two residual
+// connections. Without dropout or drop path on the branch, the product adds the residual
+// and its bias as it stores (linear_residual_forward).
+static void residual_branch(const ChunkForward& k, float* out, const float* residual,
+                            const float* inp, LinearWeight weight, const float* bias, int I,
+                            uint8_t* mask, DropoutSite drop_site, float* path_scale,
+                            DropoutSite path_site) {
+  if (k.p == 0.0f && k.p_block == 0.0f)
+    return linear_residual_forward(out, inp, weight, bias, residual, k.BT, I, k.D, k.products);
+  float* branch = k.at(k.acts.branch, k.TD);
+  linear_forward(branch, inp, weight, bias, k.BT, I, k.D, k.products);
+  dropout_forward(branch, mask, branch, int64_t(k.BT) * k.D, k.p, k.key(drop_site),
+                  k.first * k.TD);
+  if (k.p_block > 0.0f)
+    drop_path_forward(branch, path_scale, k.n, k.TD, k.p_block, k.key(path_site), k.first);
+  residual_add(out, residual, branch, k.BT, k.D);
+}
+
+// x_mid = x + drop_path(drop(proj(attn(LN1(x))))), into a.resid_mid.
+static void attention_forward_rows(const ChunkForward& k) {
+  const ModelConfig& c = k.model.config;
+  const BlockParams& bw = k.bw;
+  const BlockActivations& a = k.a;
+  const float* x = k.at(a.x, k.TD);
+  float *ln1 = k.at(a.ln1, k.TD), *qkv = k.at(a.qkv, 3 * k.TD);
+  float* att_out = k.at(a.att_out, k.TD);
+  layernorm_forward(ln1, k.at(a.ln1_mean, k.T), k.at(a.ln1_rstd, k.T), x, bw.norm1_w,
+                    bw.norm1_b, k.BT, k.D);
+  linear_forward(qkv, ln1, k.weight(bw.qkv_w, a.qkv_w_t), bw.qkv_b, k.BT, k.D, 3 * k.D,
+                 k.products);
+  {
+    AttentionTimer timer(k.acts.profile);
+    const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
+    attention_forward(att_out, k.at(a.att, k.HTT), k.at(a.att_mask, k.HTT), qkv, k.n, k.T, k.D,
+                      k.H, score, k.p_att, k.key(kSiteAttention), k.acts.attention_scratch,
+                      k.acts.attention_slots, k.first * k.HTT);
+  }
+  residual_branch(k, k.at(a.resid_mid, k.TD), x, att_out, k.weight(bw.proj_w, a.proj_w_t),
+                  bw.proj_b, k.D, k.at(a.proj_mask, k.TD), kSiteProj, k.at(a.path_scale_att, 1),
+                  kSitePathAtt);
+}
+
+// x_next = x_mid + drop_path(drop(fc2(drop(GELU(fc1(LN2(x_mid))))))), into the next block's
+// x (or x_final).
+static void mlp_forward_rows(const ChunkForward& k) {
+  const ModelConfig& c = k.model.config;
+  const BlockParams& bw = k.bw;
+  const BlockActivations& a = k.a;
+  const float* resid_mid = k.at(a.resid_mid, k.TD);
+  float* ln2 = k.at(a.ln2, k.TD);
+  float *fc1 = k.at(a.fc1, k.TM), *fc2_in = k.at(a.fc2_in, k.TM);
+  float* x_next =
+      k.at(k.l + 1 < c.depth ? k.acts.blocks[size_t(k.l) + 1].x : k.acts.x_final, k.TD);
+  layernorm_forward(ln2, k.at(a.ln2_mean, k.T), k.at(a.ln2_rstd, k.T), resid_mid, bw.norm2_w,
+                    bw.norm2_b, k.BT, k.D);
+  linear_gelu_forward(fc1, fc2_in, ln2, k.weight(bw.fc1_w, a.fc1_w_t), bw.fc1_b, k.BT, k.D, k.M,
+                      k.products, k.training);
+  dropout_forward(fc2_in, k.at(a.gelu_mask, k.TM), fc2_in, int64_t(k.BT) * k.M, k.p,
+                  k.key(kSiteGelu), k.first * k.TM);
+  residual_branch(k, x_next, resid_mid, fc2_in, k.weight(bw.fc2_w, a.fc2_w_t), bw.fc2_b, k.M,
+                  k.at(a.fc2_mask, k.TD), kSiteFc2, k.at(a.path_scale_mlp, 1), kSitePathMlp);
+}
+
 // Images [b0, b0 + n) of the batch through block l, from its input x to the next block's
 // (or x_final): every buffer is addressed at image b0, the dropout streams at sample `first`.
 static void block_forward_rows(const ViT& model, Activations& acts, int l, int b0, int n,
                                bool training, float p, float p_att, float p_block,
                                uint64_t dropout_key, int64_t first, Products products) {
-  const ModelConfig& c = model.config;
-  // With patch dropout the blocks see fewer tokens in training than the embedding makes.
-  const int T = c.pass_tokens(training), D = c.dim, M = c.mlp_dim, H = c.heads;
-  const int64_t TD = int64_t(T) * D, TM = int64_t(T) * M, HTT = int64_t(H) * T * T;
-  const int BT = n * T;
-  // Where this chunk's elements start in the whole batch's buffers, per dropout site.
-  const int64_t first_td = first * TD, first_tm = first * TM, first_htt = first * HTT;
-  auto at = [b0](auto* buffer, int64_t per_image) { return at_image(buffer, b0, per_image); };
-  const BlockParams& bw = model.w.blocks[size_t(l)];
-  const BlockActivations& a = acts.blocks[size_t(l)];
-  const float* x = at(a.x, TD);
-  float* x_next = at(l + 1 < c.depth ? acts.blocks[size_t(l) + 1].x : acts.x_final, TD);
-  float* branch = at(acts.branch, TD);
-  float *ln1 = at(a.ln1, TD), *qkv = at(a.qkv, 3 * TD), *att_out = at(a.att_out, TD);
-  float *resid_mid = at(a.resid_mid, TD), *ln2 = at(a.ln2, TD);
-  float *fc1 = at(a.fc1, TM), *fc2_in = at(a.fc2_in, TM);
-  auto key = [&](DropoutSite site) { return rng_key(dropout_key, uint64_t(l), site); };
-  auto weight = [&](const float* rows, const float* transposed) {
-    return LinearWeight{rows, acts.weight_columns(transposed)};
-  };
-
-  // x_mid = x + drop(proj(attn(LN1(x))))
-  layernorm_forward(ln1, at(a.ln1_mean, T), at(a.ln1_rstd, T), x, bw.norm1_w, bw.norm1_b, BT,
-                    D);
-  linear_forward(qkv, ln1, weight(bw.qkv_w, a.qkv_w_t), bw.qkv_b, BT, D, 3 * D, products);
-  {
-    AttentionTimer timer(acts.profile);
-    const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
-    attention_forward(att_out, at(a.att, HTT), at(a.att_mask, HTT), qkv, n, T, D, H, score,
-                      p_att, key(kSiteAttention), acts.attention_scratch, acts.attention_slots,
-                      first_htt);
-  }
-  // out = residual + drop_path(drop(inp W^T + b)), one of the block's two residual
-  // connections. Without dropout or drop path on the branch, the product adds the residual
-  // and its bias as it stores (linear_residual_forward).
-  auto residual_branch = [&](float* out, const float* residual, const float* inp,
-                             LinearWeight weight, const float* bias, int I, uint8_t* mask,
-                             DropoutSite drop_site, float* path_scale, DropoutSite path_site) {
-    if (p == 0.0f && p_block == 0.0f)
-      return linear_residual_forward(out, inp, weight, bias, residual, BT, I, D, products);
-    linear_forward(branch, inp, weight, bias, BT, I, D, products);
-    dropout_forward(branch, mask, branch, int64_t(BT) * D, p, key(drop_site), first_td);
-    if (p_block > 0.0f)
-      drop_path_forward(branch, path_scale, n, TD, p_block, key(path_site), first);
-    residual_add(out, residual, branch, BT, D);
-  };
-  residual_branch(resid_mid, x, att_out, weight(bw.proj_w, a.proj_w_t), bw.proj_b, D,
-                  at(a.proj_mask, TD), kSiteProj, at(a.path_scale_att, 1), kSitePathAtt);
-
-  // x_next = x_mid + drop(fc2(drop(GELU(fc1(LN2(x_mid))))))
-  layernorm_forward(ln2, at(a.ln2_mean, T), at(a.ln2_rstd, T), resid_mid, bw.norm2_w,
-                    bw.norm2_b, BT, D);
-  linear_gelu_forward(fc1, fc2_in, ln2, weight(bw.fc1_w, a.fc1_w_t), bw.fc1_b, BT, D, M,
-                      products, training);
-  dropout_forward(fc2_in, at(a.gelu_mask, TM), fc2_in, int64_t(BT) * M, p, key(kSiteGelu),
-                  first_tm);
-  residual_branch(x_next, resid_mid, fc2_in, weight(bw.fc2_w, a.fc2_w_t), bw.fc2_b, M,
-                  at(a.fc2_mask, TD), kSiteFc2, at(a.path_scale_mlp, 1), kSitePathMlp);
+  const ChunkForward chunk(model, acts, l, b0, n, training, p, p_att, p_block, dropout_key,
+                           first, products);
+  attention_forward_rows(chunk);
+  mlp_forward_rows(chunk);
 }
 
 // The logits of images [b0, b0 + n) from the last block's output.
