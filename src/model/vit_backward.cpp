@@ -252,8 +252,8 @@ static void head_backward(ViT& model, Activations& acts, int B, int T, float* d_
   zero(acts.dpooled_norm, int64_t(B) * D);
   linear_backward(acts.dpooled_norm, g.head_w, g.head_b, acts.dlogits,
                   acts.pooled_norm, w.head_w, B, D, K, acts.products(false));
-  zero(d_out, BTD);
   if (c.pool == PoolKind::seq) {
+    zero(d_out, BTD);
     zero(acts.dtoken_norm, BTD);
     seq_pool_backward(acts.dtoken_norm, g.pool_w, acts.dpooled_norm,
                       acts.pool_weights, acts.token_norm, w.pool_w, B, T, D,
@@ -261,6 +261,7 @@ static void head_backward(ViT& model, Activations& acts, int B, int T, float* d_
     layernorm_backward(d_out, g.norm_w, g.norm_b, acts.dtoken_norm, acts.x_final, w.norm_w,
                        acts.token_mean, acts.token_rstd, B * T, D, acts.layernorm_partials);
   } else {
+    if (c.has_cls_token()) zero(d_out, BTD);
     zero(acts.dpooled, int64_t(B) * D);
     layernorm_backward(acts.dpooled, g.norm_w, g.norm_b, acts.dpooled_norm,
                        acts.pooled, w.norm_w, acts.pooled_mean, acts.pooled_rstd, B,
@@ -269,7 +270,7 @@ static void head_backward(ViT& model, Activations& acts, int B, int T, float* d_
       for (int b = 0; b < B; ++b)
         std::copy_n(acts.dpooled + int64_t(b) * D, D, d_out + int64_t(b) * T * D);
     else
-      mean_pool_backward(d_out, acts.dpooled, B, T, D);
+      mean_pool_backward(d_out, acts.dpooled, B, T, D, false);
   }
 }
 
@@ -361,9 +362,8 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   if (c.drops_patches(acts.forward_was_training)) {
     // A buffer free now takes the gradient at every token; a dropped patch's is zero.
     float* every_token = grad_at_output(-2);
-    zero(every_token, int64_t(B) * c.tokens() * D);
     patch_drop_backward(every_token, dx, acts.patch_keep, B, c.prefix_tokens(), c.patches(),
-                        c.kept_patches(), D);
+                        c.kept_patches(), D, false);
     dx = every_token;
   }
   embedding_backward(model, acts, B, dx);

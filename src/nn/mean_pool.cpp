@@ -24,7 +24,7 @@ void mean_pool_forward(float* pooled, const float* x, int B, int T, int D) {
   });
 }
 
-void mean_pool_backward(float* dx, const float* dpooled, int B, int T, int D) {
+void mean_pool_backward(float* dx, const float* dpooled, int B, int T, int D, bool add_into) {
   const float count = float(T);
   for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
@@ -32,8 +32,13 @@ void mean_pool_backward(float* dx, const float* dpooled, int B, int T, int D) {
       float* rows = dx + int64_t(b) * T * D;
       for (int t = 0; t < T; ++t) {
         float* row = rows + int64_t(t) * D;
+        if (add_into) {
 #pragma omp simd
-        for (int d = 0; d < D; ++d) row[d] += dout[d] / count;
+          for (int d = 0; d < D; ++d) row[d] += dout[d] / count;
+        } else {
+#pragma omp simd
+          for (int d = 0; d < D; ++d) row[d] = 0.0f + dout[d] / count;
+        }
       }
     }
   });

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "minivit/core/rng.h"
+#include "minivit/kernels/threads.h"
 
 namespace minivit {
 MINIVIT_ISA_BEGIN
@@ -49,23 +50,35 @@ void patch_drop_forward(float* out, const float* tokens, const uint8_t* keep, in
 }
 
 void patch_drop_backward(float* dtokens, const float* dout, const uint8_t* keep, int n,
-                         int prefix, int N, int kept, int D) {
-  for (int b = 0; b < n; ++b) {
-    float* dst = dtokens + int64_t(b) * (prefix + N) * D;
-    const float* src = dout + int64_t(b) * (prefix + kept) * D;
-    auto add_row = [D](float* d, const float* s) {
+                         int prefix, int N, int kept, int D, bool add_into) {
+  auto take_row = [D, add_into](float* d, const float* s) {
+    if (add_into) {
 #pragma omp simd
       for (int j = 0; j < D; ++j) d[j] += s[j];
-    };
-    for (int r = 0; r < prefix; ++r) add_row(dst + int64_t(r) * D, src + int64_t(r) * D);
-    src += int64_t(prefix) * D;
-    const uint8_t* row = keep + int64_t(b) * N;
-    for (int i = 0; i < N; ++i)
-      if (row[i]) {
-        add_row(dst + int64_t(prefix + i) * D, src);
-        src += D;
+    } else {
+#pragma omp simd
+      for (int j = 0; j < D; ++j) d[j] = 0.0f + s[j];
+    }
+  };
+  const int64_t image_floats = int64_t(prefix + N) * D;
+  for_ranges(n, n * image_floats > 65536, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      float* dst = dtokens + b * image_floats;
+      const float* src = dout + b * (prefix + kept) * D;
+      for (int r = 0; r < prefix; ++r) take_row(dst + int64_t(r) * D, src + int64_t(r) * D);
+      src += int64_t(prefix) * D;
+      const uint8_t* row = keep + b * N;
+      for (int i = 0; i < N; ++i) {
+        float* patch_row = dst + int64_t(prefix + i) * D;
+        if (row[i]) {
+          take_row(patch_row, src);
+          src += D;
+        } else if (!add_into) {
+          std::fill_n(patch_row, D, 0.0f);
+        }
       }
-  }
+    }
+  });
 }
 
 void patch_drop_spread(float* full, const float* kept_rows, const uint8_t* keep, int n, int N,

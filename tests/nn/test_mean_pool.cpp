@@ -29,10 +29,15 @@ TEST_CASE("mean pooling backward spreads the gradient evenly and adds into it",
     mean_pool_forward(pooled.data(), x.data(), B, T, D);
     return dot(pooled.data(), g.data(), B * D);
   };
-  mean_pool_backward(dx.data(), g.data(), B, T, D);
+  mean_pool_backward(dx.data(), g.data(), B, T, D, true);
   check_gradients(f, {{"x", x.data(), dx.data(), B * T * D}});
   // Every token of image b receives g[b] / T; a second call adds as much again.
   for (int t = 0; t < T; ++t) CHECK(dx[(2 * T + t) * D + 1] == Approx(g[2 * D + 1] / T));
-  mean_pool_backward(dx.data(), g.data(), B, T, D);
+  mean_pool_backward(dx.data(), g.data(), B, T, D, true);
   CHECK(dx[3] == Approx(2 * g[3] / T));
+  // Without add_into it writes what an add into a cleared buffer would, bit for bit.
+  std::vector<float> added(dx.size(), 0.0f), written(dx.size(), 7.0f);
+  mean_pool_backward(added.data(), g.data(), B, T, D, true);
+  mean_pool_backward(written.data(), g.data(), B, T, D, false);
+  CHECK(written == added);
 }

@@ -99,7 +99,7 @@ TEST_CASE("patch dropout gathers the prefix and the kept patches in grid order; 
     // <forward(x), y> = <x, backward(y)>; backward adds into what is there.
     const auto y = random_vector(int64_t(out.size()), 1.0f, 4);
     std::vector<float> dtokens(tokens.size(), 0.5f);
-    patch_drop_backward(dtokens.data(), y.data(), keep.data(), n, prefix, N, kept, D);
+    patch_drop_backward(dtokens.data(), y.data(), keep.data(), n, prefix, N, kept, D, true);
     double lhs = 0, rhs = 0;
     for (size_t i = 0; i < out.size(); ++i) lhs += double(out[i]) * y[i];
     for (size_t i = 0; i < tokens.size(); ++i) rhs += double(tokens[i]) * (dtokens[i] - 0.5f);
@@ -110,6 +110,11 @@ TEST_CASE("patch dropout gathers the prefix and the kept patches in grid order; 
         if (!keep[size_t(b * N + i)])
           for (int d = 0; d < D; ++d)
             REQUIRE(dtokens[size_t((b * (prefix + N) + prefix + i) * D + d)] == 0.5f);
+    // Without add_into it writes what an add into a cleared buffer would, bit for bit.
+    std::vector<float> added(tokens.size(), 0.0f), written(tokens.size(), -9.0f);
+    patch_drop_backward(added.data(), y.data(), keep.data(), n, prefix, N, kept, D, true);
+    patch_drop_backward(written.data(), y.data(), keep.data(), n, prefix, N, kept, D, false);
+    CHECK(written == added);
   }
 }
 

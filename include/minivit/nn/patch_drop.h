@@ -29,9 +29,12 @@ void patch_drop_forward(float* out, const float* tokens, const uint8_t* keep, in
                         int N, int kept, int D);
 
 // dtokens (n, prefix + N, D) += dout (n, prefix + kept, D) put back at the rows forward took
-// them from; a dropped patch's rows take nothing.
+// them from; a dropped patch's rows take nothing. Without add_into it writes dtokens
+// instead: 0 + dout's row, as an add into a cleared dtokens would (so the same bits), and
+// zeros at a dropped patch's rows, sparing the caller a pass to clear it. Splits the images
+// over the pool when there are enough rows.
 void patch_drop_backward(float* dtokens, const float* dout, const uint8_t* keep, int n,
-                         int prefix, int N, int kept, int D);
+                         int prefix, int N, int kept, int D, bool add_into);
 
 // full (n, N, D) = the rows of kept_rows (n, kept, D) at the kept patches, in grid order, and
 // zero rows at the dropped ones: the inverse of patch_drop_forward with no prefix, for
