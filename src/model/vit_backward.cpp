@@ -360,8 +360,10 @@ void vit_backward(ViT& model, Activations& acts, int B) {
   for_each_task(after->count(), after->count(), run_after);
   const float* dx = grad_at_output(-1);
   if (c.drops_patches(acts.forward_was_training)) {
-    // A buffer free now takes the gradient at every token; a dropped patch's is zero.
-    float* every_token = grad_at_output(-2);
+    // The gradient at every token, a dropped patch's zero. Without a CLS token the tokens
+    // are the patch projection's rows, whose gradient buffer takes it in place; else a
+    // buffer free now does.
+    float* every_token = c.has_cls_token() ? grad_at_output(-2) : acts.dpatch_proj;
     patch_drop_backward(every_token, dx, acts.patch_keep, B, c.prefix_tokens(), c.patches(),
                         c.kept_patches(), D, false);
     dx = every_token;

@@ -130,7 +130,7 @@ void embed_patch_tokens_backward(float* dpatch_proj, float* dpos_embed, const fl
                                  int B, int N, int D) {
   const int64_t ND = int64_t(N) * D;
   if (dpos_embed) add_batch_sums(dpos_embed, dtokens, B, ND, ND);
-  set_patch_rows(dpatch_proj, dtokens, B, N, D, 0);
+  if (dtokens != dpatch_proj) set_patch_rows(dpatch_proj, dtokens, B, N, D, 0);
 }
 
 MINIVIT_ISA_END

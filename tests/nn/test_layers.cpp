@@ -529,6 +529,13 @@ TEST_CASE("patch tokens without a CLS token: forward and backward", "[layers][pa
   std::fill(dproj.begin(), dproj.end(), 7.0f);  // set, whatever it held
   embed_patch_tokens_backward(dproj.data(), nullptr, g.data(), B, N, D);
   CHECK(dproj == g);
+  // In place, the gradient already in dpatch_proj: it stays, and the positions' sums read it.
+  std::vector<float> in_place = g, dpos_in_place(N * D, 0.0f);
+  std::fill(dpos.begin(), dpos.end(), 0.0f);
+  embed_patch_tokens_backward(dproj.data(), dpos.data(), g.data(), B, N, D);
+  embed_patch_tokens_backward(in_place.data(), dpos_in_place.data(), in_place.data(), B, N, D);
+  CHECK(in_place == dproj);
+  CHECK(dpos_in_place == dpos);
 }
 
 TEST_CASE("cross-entropy with soft targets: value and gradient", "[layers][loss][grad]") {

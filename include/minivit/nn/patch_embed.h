@@ -36,7 +36,9 @@ void embed_tokens_backward(float* dpatch_proj, float* dcls_token, float* dpos_em
 void embed_patch_tokens_forward(float* tokens, const float* patch_proj, const float* pos_embed,
                                 int B, int N, int D);
 
-// Sets dpatch_proj (B, N, D); adds into dpos_embed (N, D) when not null.
+// Sets dpatch_proj (B, N, D); adds into dpos_embed (N, D) when not null. dtokens may be
+// dpatch_proj itself, holding 0 + each gradient already (as patch_drop_backward writes it):
+// its rows then stay, the same bits a copy would give.
 void embed_patch_tokens_backward(float* dpatch_proj, float* dpos_embed, const float* dtokens,
                                  int B, int N, int D);
 
