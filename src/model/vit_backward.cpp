@@ -240,9 +240,11 @@ void for_each_task(int tasks, int max_threads, Task&& task) {
   }
 }
 
-// d_out (B, T, D) = the gradient at the last block's output, from acts.dlogits:
-// logits = head(LN(pooled)); pooled = the CLS row, or the mean over the tokens; or, with
-// sequence pooling, logits = head(seq_pool(LN(tokens))).
+// From acts.dlogits: logits = head(LN(pooled)); pooled = the CLS row, or the mean over the
+// tokens; or, with sequence pooling, logits = head(seq_pool(LN(tokens))). With sequence
+// pooling it leaves d_out (B, T, D), the gradient at the last block's output; else the
+// gradient at the pooled rows, acts.dpooled (B, D), which pooled_backward_rows spreads over
+// the tokens image by image, in the last block's chunks.
 static void head_backward(ViT& model, Activations& acts, int B, int T, float* d_out) {
   const ModelConfig& c = model.config;
   const ViTParams& w = model.w;
@@ -261,16 +263,29 @@ static void head_backward(ViT& model, Activations& acts, int B, int T, float* d_
     layernorm_backward(d_out, g.norm_w, g.norm_b, acts.dtoken_norm, acts.x_final, w.norm_w,
                        acts.token_mean, acts.token_rstd, B * T, D, acts.layernorm_partials);
   } else {
-    if (c.has_cls_token()) zero(d_out, BTD);
     zero(acts.dpooled, int64_t(B) * D);
     layernorm_backward(acts.dpooled, g.norm_w, g.norm_b, acts.dpooled_norm,
                        acts.pooled, w.norm_w, acts.pooled_mean, acts.pooled_rstd, B,
                        D, acts.layernorm_partials);
-    if (c.has_cls_token())
-      for (int b = 0; b < B; ++b)
-        std::copy_n(acts.dpooled + int64_t(b) * D, D, d_out + int64_t(b) * T * D);
-    else
-      mean_pool_backward(d_out, acts.dpooled, B, T, D, false);
+  }
+}
+
+// d_out (n, T, D) of images [b0, b0 + n), the gradient at the last block's output, from
+// acts.dpooled: all of it at the CLS row, or a T-th at every token. Nothing with sequence
+// pooling, whose head_backward wrote d_out whole.
+static void pooled_backward_rows(const ViT& model, Activations& acts, int b0, int n, int T,
+                                 float* d_out) {
+  const ModelConfig& c = model.config;
+  const int D = c.dim;
+  const int64_t TD = int64_t(T) * D;
+  if (c.pool == PoolKind::seq) return;
+  float* rows = at_image(d_out, b0, TD);
+  const float* dpooled = at_image(acts.dpooled, b0, D);
+  if (c.has_cls_token()) {
+    std::fill_n(rows, n * TD, 0.0f);
+    for (int b = 0; b < n; ++b) std::copy_n(dpooled + int64_t(b) * D, D, rows + b * TD);
+  } else {
+    mean_pool_backward(rows, dpooled, n, T, D, false);
   }
 }
 
@@ -342,6 +357,7 @@ void vit_backward(ViT& model, Activations& acts, int B) {
     const float* d_out = grad_at_output(l);
     float* d_in = grad_at_output(l - 1);
     auto rows = [&](int b0, int n) {
+      if (l == c.depth - 1) pooled_backward_rows(model, acts, b0, n, T, grad_at_output(l));
       block_backward_rows(model, acts, l, b0, n, p, p_att, p_block, d_out, d_in);
     };
     const int pieces = after ? after->count() : 0;
