@@ -67,14 +67,17 @@ struct AdamwStep {
   float bias1, bias2;  // 1 - b1^t and 1 - b2^t
   float lr;
   float decay;         // 1 - lr * weight_decay on a decayed parameter, else 1
+  float grad_scale;    // clipping's factor, 1 when it does not clip
 };
 
 void adamw_elements(float* __restrict w, float* __restrict m, float* __restrict v,
                     const float* __restrict g, int64_t lo, int64_t hi, AdamwStep k) {
   constexpr float eps = 1e-8f;
   for (int64_t i = lo; i < hi; ++i) {
-    m[i] = k.b1 * m[i] + (1.0f - k.b1) * g[i];
-    v[i] = k.b2 * v[i] + (1.0f - k.b2) * g[i] * g[i];
+    // Only ever multiplied, so the product is rounded as clip_grad_norm would store it.
+    const float grad = g[i] * k.grad_scale;
+    m[i] = k.b1 * m[i] + (1.0f - k.b1) * grad;
+    v[i] = k.b2 * v[i] + (1.0f - k.b2) * grad * grad;
     const float m_hat = m[i] / k.bias1;
     const float v_hat = v[i] / k.bias2;
     w[i] = w[i] * k.decay - k.lr * m_hat / (std::sqrt(v_hat) + eps);
@@ -111,10 +114,14 @@ double grad_global_norm(const ViT& model) {
   return std::sqrt(sum);
 }
 
+float clip_scale(double norm, double max_norm) {
+  return max_norm > 0.0 && norm > max_norm ? float(max_norm / (norm + 1e-6)) : 1.0f;
+}
+
 double clip_grad_norm(ViT& model, double max_norm) {
   const double norm = grad_global_norm(model);
-  if (max_norm > 0.0 && norm > max_norm) {
-    const float scale = float(max_norm / (norm + 1e-6));  // torch.nn.utils.clip_grad_norm_
+  const float scale = clip_scale(norm, max_norm);
+  if (scale != 1.0f) {
     float* g = model.grads.data();
     for_params(model.num_params, [g, scale](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) g[i] *= scale;
@@ -152,7 +159,7 @@ void Optimizer::update_average(const ViT& model) {
   });
 }
 
-void Optimizer::step(ViT& model, float lr) {
+void Optimizer::step(ViT& model, float lr, float grad_scale) {
   if (int64_t(m.size()) != model.num_params)
     throw Error("optimizer: its moments hold " + std::to_string(m.size()) +
                 " numbers, but the model has " + std::to_string(model.num_params) + " parameters");
@@ -165,7 +172,7 @@ void Optimizer::step(ViT& model, float lr) {
   float* v_ = v.data();
   const OptimConfig& c = config;
   if (c.name == OptimizerKind::adamw) {
-    AdamwStep k{c.beta1, c.beta2, 0.0f, 0.0f, lr, 1.0f};
+    AdamwStep k{c.beta1, c.beta2, 0.0f, 0.0f, lr, 1.0f, grad_scale};
     k.bias1 = 1.0f - float(std::pow(double(k.b1), double(steps_taken)));
     k.bias2 = 1.0f - float(std::pow(double(k.b2), double(steps_taken)));
     const float decay = 1.0f - lr * c.weight_decay;
@@ -177,6 +184,15 @@ void Optimizer::step(ViT& model, float lr) {
       });
     });
   } else {  // sgd
+    // SGD adds the weight decay to the gradient, an add the compiler may fuse with the
+    // scaling's multiply, rounding otherwise than clip_grad_norm's stored product: the
+    // gradients are scaled first, in their own pass.
+    if (grad_scale != 1.0f) {
+      float* g_scaled = model.grads.data();
+      for_params(model.num_params, [g_scaled, grad_scale](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) g_scaled[i] *= grad_scale;
+      });
+    }
     for_params(model.num_params, [&](int64_t begin, int64_t end) {
       for_trainable(model, begin, end, [&](const ParamSpec& s, int64_t lo, int64_t hi) {
         sgd_elements(w, m_, g, lo, hi, lr, s.decay ? c.weight_decay : 0.0f, c.momentum,

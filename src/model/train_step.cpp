@@ -59,9 +59,10 @@ StepResult shard_gradients(ViT& model, Activations& acts, const float* images,
 
 void apply_gradients(ViT& model, Optimizer& optimizer, StepResult& r, float lr,
                      float clip_grad_norm_max) {
-  r.grad_norm = clip_grad_norm(model, clip_grad_norm_max);
+  r.grad_norm = grad_global_norm(model);
   r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
-  if (r.finite) optimizer.step(model, lr);
+  // The clipping is the update's first multiply rather than a pass over the gradients.
+  if (r.finite) optimizer.step(model, lr, clip_scale(r.grad_norm, clip_grad_norm_max));
 }
 
 StepResult train_step(ViT& model, Activations& acts, Optimizer& optimizer, const float* images,

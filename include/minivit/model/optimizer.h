@@ -22,6 +22,11 @@ float learning_rate(const OptimConfig& config, int64_t step, int64_t total_steps
 // alone, so it is the same on any number of threads.
 double grad_global_norm(const ViT& model);
 
+// What clipping multiplies the gradients by so that their global norm `norm` is at most
+// max_norm, as torch.nn.utils.clip_grad_norm_: max_norm / (norm + 1e-6) when norm is above
+// it, else 1 (also when max_norm <= 0, no clipping, or norm is not finite).
+float clip_scale(double norm, double max_norm);
+
 // Scales gradients so their global norm is at most max_norm; returns the norm before.
 double clip_grad_norm(ViT& model, double max_norm);
 
@@ -43,7 +48,10 @@ struct Optimizer {
   int64_t average_updates = 0;  // 0: not started
 
   Optimizer(const OptimConfig& config, int64_t num_params);
-  void step(ViT& model, float lr);
+  // One update from model.grads, each gradient first multiplied by grad_scale (clipping's,
+  // clip_scale; the same float product clip_grad_norm would store, so the same bits,
+  // without a pass of its own over the gradients).
+  void step(ViT& model, float lr, float grad_scale = 1.0f);
 
  private:
   void update_average(const ViT& model);
