@@ -174,13 +174,15 @@ static ModelConfig wide() {
 }
 
 // Three clipped steps from the same weights and gradients on `threads` threads: the weights,
-// moments, average and each step's norm.
+// moments, average and each step's norm. The clipping scales the gradients in a pass of its
+// own (clip_grad_norm), or with scale_in_step is the step's factor (clip_scale), as
+// training clips.
 struct UpdateResult {
   std::vector<float> weights, m, v, average;
   std::vector<double> norms;
 };
 
-static UpdateResult three_updates(OptimizerKind kind, int threads) {
+static UpdateResult three_updates(OptimizerKind kind, int threads, bool scale_in_step = false) {
   const int restore = num_threads();
   set_num_threads(threads);
   ViT model(wide());
@@ -194,8 +196,13 @@ static UpdateResult three_updates(OptimizerKind kind, int threads) {
   UpdateResult r;
   for (int step = 0; step < 3; ++step) {
     minivit_test::fill_random(model.grads.data(), model.num_params, 0.01f, 8 + step);
-    r.norms.push_back(clip_grad_norm(model, 0.1));
-    opt.step(model, 1e-3f);
+    if (scale_in_step) {
+      r.norms.push_back(grad_global_norm(model));
+      opt.step(model, 1e-3f, clip_scale(r.norms.back(), 0.1));
+    } else {
+      r.norms.push_back(clip_grad_norm(model, 0.1));
+      opt.step(model, 1e-3f);
+    }
   }
   auto copy = [](const float* p, size_t n) { return std::vector<float>(p, p + n); };
   const size_t n = size_t(model.num_params);
@@ -223,6 +230,23 @@ TEST_CASE("above 32k parameters the norm, clipping, step and average split over 
     CHECK(same_bits(one.m, two.m));
     CHECK(same_bits(one.v, two.v));
     CHECK(same_bits(one.average, two.average));
+  }
+}
+
+TEST_CASE("clipping as the step's factor gives the bits of clipping the gradients first",
+          "[optim]") {
+  CHECK(clip_scale(2.0, 1.0) == float(1.0 / (2.0 + 1e-6)));
+  CHECK(clip_scale(0.5, 1.0) == 1.0f);  // below max: untouched
+  CHECK(clip_scale(2.0, 0.0) == 1.0f);  // 0 = off
+  CHECK(clip_scale(std::nan(""), 1.0) == 1.0f);
+  for (OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::sgd}) {
+    const UpdateResult passes = three_updates(kind, 2), in_step = three_updates(kind, 2, true);
+    CHECK(passes.norms == in_step.norms);
+    CHECK(passes.norms[0] > 0.1);  // every step clipped
+    CHECK(same_bits(passes.weights, in_step.weights));
+    CHECK(same_bits(passes.m, in_step.m));
+    CHECK(same_bits(passes.v, in_step.v));
+    CHECK(same_bits(passes.average, in_step.average));
   }
 }
 
