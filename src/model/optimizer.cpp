@@ -99,6 +99,14 @@ void sgd_elements(float* __restrict w, float* __restrict m, const float* __restr
   }
 }
 
+// g *= scale over every gradient, each element alone.
+void scale_gradients(ViT& model, float scale) {
+  float* g = model.grads.data();
+  for_params(model.num_params, [g, scale](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) g[i] *= scale;
+  });
+}
+
 }  // namespace
 
 double grad_global_norm(const ViT& model) {
@@ -121,12 +129,7 @@ float clip_scale(double norm, double max_norm) {
 double clip_grad_norm(ViT& model, double max_norm) {
   const double norm = grad_global_norm(model);
   const float scale = clip_scale(norm, max_norm);
-  if (scale != 1.0f) {
-    float* g = model.grads.data();
-    for_params(model.num_params, [g, scale](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) g[i] *= scale;
-    });
-  }
+  if (scale != 1.0f) scale_gradients(model, scale);
   return norm;
 }
 
@@ -187,12 +190,7 @@ void Optimizer::step(ViT& model, float lr, float grad_scale) {
     // SGD adds the weight decay to the gradient, an add the compiler may fuse with the
     // scaling's multiply, rounding otherwise than clip_grad_norm's stored product: the
     // gradients are scaled first, in their own pass.
-    if (grad_scale != 1.0f) {
-      float* g_scaled = model.grads.data();
-      for_params(model.num_params, [g_scaled, grad_scale](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) g_scaled[i] *= grad_scale;
-      });
-    }
+    if (grad_scale != 1.0f) scale_gradients(model, grad_scale);
     for_params(model.num_params, [&](int64_t begin, int64_t end) {
       for_trainable(model, begin, end, [&](const ParamSpec& s, int64_t lo, int64_t hi) {
         sgd_elements(w, m_, g, lo, hi, lr, s.decay ? c.weight_decay : 0.0f, c.momentum,
