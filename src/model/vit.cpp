@@ -120,13 +120,17 @@ double vit_train_flops(const ModelConfig& c) {
                                       : 2.0 * c.patches() * c.patch_len() * c.dim;
   // With patch dropout the blocks run on the kept tokens.
   double flops = 3 * forward_flops(c, c.train_tokens()) - patch_input_grad;
-  // Behind a conv stem, so do the last stage and the projection, forward, back to their
-  // inputs and in their weight gradients (vit_forward.cpp, conv_stem.cpp).
-  if (c.stem_stages() > 0 && c.patch_drop > 0.0f) {
-    const int last = c.stem_stages() - 1;
+  // So does the projection, forward and in its weight gradient, and behind a conv stem the
+  // last stage too, and both back to their inputs (vit_forward.cpp, conv_stem.cpp).
+  if (c.patch_drop > 0.0f) {
     const double dropped = 1.0 - double(c.kept_patches()) / c.patches();
     const double projection = 2.0 * c.patches() * c.patch_len() * c.dim;
-    flops -= dropped * ((last > 0 ? 3 : 2) * stem_flops(c, last) + 3 * projection);
+    if (c.stem_stages() > 0) {
+      const int last = c.stem_stages() - 1;
+      flops -= dropped * ((last > 0 ? 3 : 2) * stem_flops(c, last) + 3 * projection);
+    } else {
+      flops -= dropped * 2 * projection;
+    }
   }
   return flops;
 }

@@ -304,22 +304,25 @@ static void embedding_backward(ViT& model, Activations& acts, int B, const float
   else
     embed_patch_tokens_backward(acts.dpatch_proj, dpos, dx, B, N, D);
   // Behind a conv stem the projection's input takes a gradient too; patch pixels do not.
-  // After a forward that ran the stem's last stage on the kept patches alone, so does this
-  // gradient; the weight gradient still sums over every patch, so that its sums are cut into
-  // blocks and pieces as over every patch, and the products skip a dropped one's zero rows.
+  // After a forward that ran the projection on the kept patches alone, so does this gradient
+  // (behind a stem); the weight gradient still sums over every patch, so that its sums are
+  // cut into blocks and pieces as over every patch, and the products skip a dropped one's
+  // zero rows.
   const bool stem = c.stem_stages() > 0;
-  const bool kept_only = stem && c.drops_patches(acts.forward_was_training);
+  const bool kept_only = c.drops_patches(acts.forward_was_training);
   const int PL = c.patch_len(), kept = c.kept_patches();
   if (kept_only) {
     for (int piece = 0; piece < linear_param_pieces(PL, D); ++piece)
       linear_backward_params(g.patch_w, g.patch_b, acts.dpatch_proj, acts.patches, B * N, PL, D,
                              piece, acts.products(false), acts.patch_keep);
-    for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
-      patch_drop_forward(acts.dkept_patch_proj + b0 * kept * D, acts.dpatch_proj + b0 * N * D,
-                         acts.patch_keep + b0 * N, int(b1 - b0), 0, N, kept, D);
-    });
-    linear_backward_input(acts.dkept_patches, acts.dkept_patch_proj, w.patch_w, B * kept, PL, D,
-                          false, acts.products(false));
+    if (stem) {
+      for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
+        patch_drop_forward(acts.dkept_patch_proj + b0 * kept * D, acts.dpatch_proj + b0 * N * D,
+                           acts.patch_keep + b0 * N, int(b1 - b0), 0, N, kept, D);
+      });
+      linear_backward_input(acts.dkept_patches, acts.dkept_patch_proj, w.patch_w, B * kept, PL,
+                            D, false, acts.products(false));
+    }
   } else {
     if (stem)
       linear_backward_input(acts.dpatches, acts.dpatch_proj, w.patch_w, B * N, PL, D, false,

@@ -79,8 +79,9 @@ static void embed_forward_chunk(const ViT& model, Activations& acts, const float
   if (drop_patches)
     patch_drop_draw(keep, at(acts.patch_draws, N), n, N, K,
                     rng_key(dropout_key, 0, kSitePatchDrop), first);
-  // Behind a conv stem, the last stage and the projection run on the kept patches alone; the
-  // dropped patches' rows of patch_proj are zero, and patch_drop_forward leaves them out.
+  // With patch dropout the projection runs on the kept patches alone (behind a conv stem its
+  // last stage too); the dropped patches' rows of patch_proj are zero, and
+  // patch_drop_forward leaves them out.
   const bool stem = c.patch_embed == PatchEmbedKind::conv;
   const LinearWeight patch_w{w.patch_w, acts.weight_columns(acts.patch_w_t)};
   // A training forward leaves GELU's slope in place of its input, which is all backward
@@ -90,10 +91,12 @@ static void embed_forward_chunk(const ViT& model, Activations& acts, const float
   else
     patchify(patches, images, n, c.channels, c.image_size, c.patch_size,
              c.patch_embed == PatchEmbedKind::shifted);
-  if (stem && drop_patches) {
+  if (drop_patches) {
+    float* kept_patches = at(acts.kept_patches, int64_t(K) * PL);
+    if (!stem) patch_drop_forward(kept_patches, patches, keep, n, 0, N, K, PL);
     float* kept_proj = at(acts.kept_patch_proj, int64_t(K) * D);
-    linear_forward(kept_proj, at(acts.kept_patches, int64_t(K) * PL), patch_w, w.patch_b,
-                   n * K, PL, D, acts.products(false));
+    linear_forward(kept_proj, kept_patches, patch_w, w.patch_b, n * K, PL, D,
+                   acts.products(false));
     patch_drop_spread(patch_proj, kept_proj, keep, n, N, K, D);
   } else {
     linear_forward(patch_proj, patches, patch_w, w.patch_b, n * N, PL, D, acts.products(false));

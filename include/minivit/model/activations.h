@@ -136,13 +136,14 @@ struct Activations {
   float* tokens;        // (B, T, D) every token, position embedding added
   uint8_t* patch_keep;  // (B, N) 1 for the patches an image keeps
   float* patch_draws;   // (B, N) scratch of the draw that picks them
-  // Behind a conv stem, a training step with patch dropout runs the stem's last stage and
-  // the projection on the kept patches alone, K = ModelConfig::kept_patches() of each
-  // image's N (vit_forward.cpp), with I the last stage's window length; the full-size
-  // buffers above and in `stem` then hold zero rows at the dropped patches.
+  // A training step with patch dropout runs the projection on the kept patches alone, and
+  // behind a conv stem the stem's last stage too, K = ModelConfig::kept_patches() of each
+  // image's N (vit_forward.cpp), with I the last stage's window length; patch_proj, and
+  // behind a stem the full-size buffers above and in `stem`, then hold zero rows at the
+  // dropped patches.
   float* kept_cols = nullptr;         // (B, K, I) the last stage's windows at kept patches
   float* kept_pre = nullptr;          // (B, K, C') GELU's slope there
-  float* kept_patches = nullptr;      // (B, K, C') the stem's output there
+  float* kept_patches = nullptr;      // (B, K, C'*P'*P') the projection's input there
   float* kept_patch_proj = nullptr;   // (B, K, D) their projection
   float* dkept_patch_proj = nullptr;  // (B, K, D) backward: gradient at kept_patch_proj
   float* dkept_patches = nullptr;     // (B, K, C') at kept_patches
