@@ -109,7 +109,6 @@ const BufferSpec<Act> kModelBuffers[] = {
     {"patches", &Act::patches, {B, N, PL, one}, always},
     {"patch_proj", &Act::patch_proj, {B, N, D, one}, always},
     {"patch_w_t", &Act::patch_w_t, {PL, D, one, one}, always},
-    {"tokens", &Act::tokens, {B, T, D, one}, with_patch_drop},
     {"patch_keep", &Act::patch_keep, {B, N, one, one}, with_patch_drop},
     {"patch_draws", &Act::patch_draws, {B, N, one, one}, with_patch_drop},
     {"kept_cols", &Act::kept_cols, {B, Kept, LastStemCols, one}, with_stem_patch_drop},

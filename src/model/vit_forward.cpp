@@ -73,15 +73,13 @@ static void embed_forward_chunk(const ViT& model, Activations& acts, const float
   const int N = c.patches(), D = c.dim, PL = c.patch_len(), K = c.kept_patches();
   auto at = [b0](auto* buffer, int64_t per_image) { return at_image(buffer, b0, per_image); };
   float* patches = at(acts.patches, int64_t(N) * PL);
-  float* patch_proj = at(acts.patch_proj, int64_t(N) * D);
   const bool drop_patches = c.drops_patches(training);
   uint8_t* keep = drop_patches ? at(acts.patch_keep, N) : nullptr;
   if (drop_patches)
     patch_drop_draw(keep, at(acts.patch_draws, N), n, N, K,
                     rng_key(dropout_key, 0, kSitePatchDrop), first);
   // With patch dropout the projection runs on the kept patches alone (behind a conv stem its
-  // last stage too); the dropped patches' rows of patch_proj are zero, and
-  // patch_drop_forward leaves them out.
+  // last stage too), and the first block's input takes their tokens straight from it.
   const bool stem = c.patch_embed == PatchEmbedKind::conv;
   const LinearWeight patch_w{w.patch_w, acts.weight_columns(acts.patch_w_t)};
   // A training forward leaves GELU's slope in place of its input, which is all backward
@@ -91,27 +89,23 @@ static void embed_forward_chunk(const ViT& model, Activations& acts, const float
   else
     patchify(patches, images, n, c.channels, c.image_size, c.patch_size,
              c.patch_embed == PatchEmbedKind::shifted);
+  float* first_block_x = at(acts.blocks[0].x, int64_t(c.pass_tokens(training)) * D);
+  // No pos_embed with model.pos_embed = none: w.pos_embed is null and nothing is added.
   if (drop_patches) {
     float* kept_patches = at(acts.kept_patches, int64_t(K) * PL);
     if (!stem) patch_drop_forward(kept_patches, patches, keep, n, 0, N, K, PL);
     float* kept_proj = at(acts.kept_patch_proj, int64_t(K) * D);
     linear_forward(kept_proj, kept_patches, patch_w, w.patch_b, n * K, PL, D,
                    acts.products(false));
-    patch_drop_spread(patch_proj, kept_proj, keep, n, N, K, D);
-  } else {
-    linear_forward(patch_proj, patches, patch_w, w.patch_b, n * N, PL, D, acts.products(false));
+    return patch_drop_embed(first_block_x, kept_proj, w.cls_token, w.pos_embed, keep, n,
+                            c.prefix_tokens(), N, K, D);
   }
-  const int64_t first_block_tokens = int64_t(c.pass_tokens(training)) * D;
-  float* tokens = drop_patches ? at(acts.tokens, int64_t(c.tokens()) * D)
-                               : at(acts.blocks[0].x, first_block_tokens);
-  // No pos_embed with model.pos_embed = none: w.pos_embed is null and nothing is added.
+  float* patch_proj = at(acts.patch_proj, int64_t(N) * D);
+  linear_forward(patch_proj, patches, patch_w, w.patch_b, n * N, PL, D, acts.products(false));
   if (c.has_cls_token())
-    embed_tokens_forward(tokens, patch_proj, w.cls_token, w.pos_embed, n, N, D);
+    embed_tokens_forward(first_block_x, patch_proj, w.cls_token, w.pos_embed, n, N, D);
   else
-    embed_patch_tokens_forward(tokens, patch_proj, w.pos_embed, n, N, D);
-  if (drop_patches)
-    patch_drop_forward(at(acts.blocks[0].x, first_block_tokens), tokens, keep, n,
-                       c.prefix_tokens(), N, K, D);
+    embed_patch_tokens_forward(first_block_x, patch_proj, w.pos_embed, n, N, D);
 }
 
 // A chunk of images [b0, b0 + n) in block l's forward: the block, its rates (p_block: its

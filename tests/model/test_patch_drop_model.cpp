@@ -21,27 +21,40 @@ ModelConfig patch_drop_config(PoolKind pool) {
 
 }  // namespace
 
+// Block 0's input after a training forward with patch dropout: the prefix and the kept
+// tokens of `every`'s, an inspection forward over every patch of the same images, bit for bit.
+static void check_first_block_tokens(const ModelConfig& c, const Activations& training,
+                                     const Activations& every, int B) {
+  const int D = c.dim, N = c.patches(), prefix = c.prefix_tokens();
+  for (int b = 0; b < B; ++b) {
+    const float* all = every.blocks[0].x + int64_t(b) * c.tokens() * D;
+    const float* x = training.blocks[0].x + int64_t(b) * c.train_tokens() * D;
+    int row = 0;
+    for (int t = 0; t < c.tokens(); ++t) {
+      const bool kept = t < prefix || training.patch_keep[b * N + t - prefix];
+      if (!kept) continue;
+      REQUIRE(std::equal(all + t * D, all + (t + 1) * D, x + row * D));
+      ++row;
+    }
+    REQUIRE(row == c.train_tokens());
+  }
+}
+
 TEST_CASE("patch dropout: the first block reads the prefix and the kept tokens",
           "[model][patch_drop]") {
   for (PoolKind pool : {PoolKind::cls, PoolKind::mean}) {
-    const ModelConfig c = patch_drop_config(pool);
-    ViT model(c);
-    model.init(4);
-    const int B = 5, D = c.dim, N = c.patches(), prefix = c.prefix_tokens();
-    Activations acts(c, B, ActivationsFor::training);
-    const auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 5);
-    vit_forward(model, acts, images.data(), B, true, 555);
-    for (int b = 0; b < B; ++b) {
-      const float* all = acts.tokens + int64_t(b) * c.tokens() * D;
-      const float* x = acts.blocks[0].x + int64_t(b) * c.train_tokens() * D;
-      int row = 0;
-      for (int t = 0; t < c.tokens(); ++t) {
-        const bool kept = t < prefix || acts.patch_keep[b * N + t - prefix];
-        if (!kept) continue;
-        REQUIRE(std::equal(all + t * D, all + (t + 1) * D, x + row * D));
-        ++row;
-      }
-      REQUIRE(row == c.train_tokens());
+    for (PosEmbedKind pos : {PosEmbedKind::learned, PosEmbedKind::none}) {
+      ModelConfig c = patch_drop_config(pool);
+      c.pos_embed = pos;
+      ViT model(c);
+      model.init(4);
+      const int B = 5;
+      // `every` keeps block 0's input, the embedding's output, for reading after the pass.
+      Activations acts(c, B, ActivationsFor::training), every(c, B, ActivationsFor::inspection);
+      const auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 5);
+      vit_forward(model, acts, images.data(), B, true, 555);
+      vit_forward(model, every, images.data(), B, false, 555);
+      check_first_block_tokens(c, acts, every, B);
     }
   }
 }
@@ -108,7 +121,7 @@ static void check_hidden_stage(const ModelConfig& c, const Activations& training
 static void check_kept_stem_outputs(const ModelConfig& c) {
   ViT model(c);
   model.init(4);
-  const int B = 3, N = c.patches(), PL = c.patch_len(), D = c.dim;
+  const int B = 3, N = c.patches(), PL = c.patch_len();
   const auto images = random_vector(B * c.channels * c.image_size * c.image_size, 1.0f, 6);
   // `every` keeps block 0's input, the embedding's output, for reading after the pass.
   Activations training(c, B, ActivationsFor::training), every(c, B, ActivationsFor::inspection);
@@ -117,16 +130,15 @@ static void check_kept_stem_outputs(const ModelConfig& c) {
   int kept = 0;
   for (int i = 0; i < B * N; ++i) {
     const float* got = training.patches + int64_t(i) * PL;
-    const float* tokens = training.tokens + int64_t(i) * D;  // no CLS token: row i
     if (training.patch_keep[i]) {
       ++kept;
       CHECK(std::equal(got, got + PL, every.patches + int64_t(i) * PL));
-      CHECK(std::equal(tokens, tokens + D, every.blocks[0].x + int64_t(i) * D));
     } else {
       CHECK(std::all_of(got, got + PL, [](float v) { return v == 0.0f; }));
     }
   }
   CHECK(kept == B * c.kept_patches());
+  check_first_block_tokens(c, training, every, B);
   for (int s = 0; s + 1 < c.stem_stages(); ++s) check_hidden_stage(c, training, every, B, s);
 }
 
@@ -148,8 +160,9 @@ TEST_CASE("patch dropout behind a conv stem: the kept patches' stem outputs and 
 TEST_CASE("evaluation with patch dropout is the model without it", "[model][patch_drop]") {
   ModelConfig with = patch_drop_config(PoolKind::mean), without = with;
   without.patch_drop = 0.0f;
-  // Evaluation keeps no copy of the dropped-patch tokens.
-  CHECK(Activations(with, 4, ActivationsFor::evaluation).tokens == nullptr);
+  // Evaluation keeps no buffers of the kept patches.
+  CHECK(Activations(with, 4, ActivationsFor::evaluation).kept_patches == nullptr);
+  CHECK(Activations(with, 4, ActivationsFor::evaluation).kept_patch_proj == nullptr);
   check_evaluation_ignores_draw(with, without, 555);
 }
 

@@ -131,15 +131,14 @@ struct Activations {
   float* patch_proj;  // (B, N, D)
   float* patch_w_t;   // (C'*P'*P', D) the projection's weight transposed, as forward reads it
   // With patch dropout in training (model.patch_drop, nn/patch_drop.h) the embedding writes
-  // every token here, and blocks[0].x gets the kept ones: there, and in every (B, T, ...)
-  // buffer after it, T is then ModelConfig::train_tokens().
-  float* tokens;        // (B, T, D) every token, position embedding added
+  // the kept tokens alone into blocks[0].x: there, and in every (B, T, ...) buffer after it,
+  // T is then ModelConfig::train_tokens().
   uint8_t* patch_keep;  // (B, N) 1 for the patches an image keeps
   float* patch_draws;   // (B, N) scratch of the draw that picks them
   // A training step with patch dropout runs the projection on the kept patches alone, and
   // behind a conv stem the stem's last stage too, K = ModelConfig::kept_patches() of each
-  // image's N (vit_forward.cpp), with I the last stage's window length; patch_proj, and
-  // behind a stem the full-size buffers above and in `stem`, then hold zero rows at the
+  // image's N (vit_forward.cpp), with I the last stage's window length; patch_proj is then
+  // not written, and behind a stem `patches` and the buffers in `stem` hold zero rows at the
   // dropped patches.
   float* kept_cols = nullptr;         // (B, K, I) the last stage's windows at kept patches
   float* kept_pre = nullptr;          // (B, K, C') GELU's slope there
