@@ -80,8 +80,7 @@ inline void zero(float* p, int64_t n) {
 inline const float* through_dropout(float* scratch, const float* dout, const uint8_t* mask,
                                     int64_t n, float p) {
   if (p == 0.0f) return dout;
-  zero(scratch, n);
-  dropout_backward(scratch, dout, mask, n, p);
+  dropout_backward(scratch, dout, mask, n, p, false);
   return scratch;
 }
 
@@ -92,12 +91,11 @@ inline const float* through_branch_drops(float* scratch, const float* dout, cons
                                          float p, const float* path_scale, float p_path, int n,
                                          int64_t per_image) {
   if (p_path == 0.0f) return through_dropout(scratch, dout, mask, n * per_image, p);
-  zero(scratch, n * per_image);
   if (p == 0.0f) {
-    drop_path_backward(scratch, dout, path_scale, n, per_image);
+    drop_path_backward(scratch, dout, path_scale, n, per_image, false);
     return scratch;
   }
-  dropout_backward(scratch, dout, mask, n * per_image, p);
+  dropout_backward(scratch, dout, mask, n * per_image, p, false);
   scale_images(scratch, path_scale, n, per_image);
   return scratch;
 }

@@ -29,12 +29,15 @@ void scale_images(float* x, const float* scale, int n, int64_t per_image) {
 }
 
 void drop_path_backward(float* dinp, const float* dout, const float* scale, int n,
-                        int64_t per_image) {
+                        int64_t per_image, bool add_into) {
   for (int b = 0; b < n; ++b) {
     const float s = scale[b];
     const float* g = dout + b * per_image;
     float* d = dinp + b * per_image;
-    for (int64_t i = 0; i < per_image; ++i) d[i] += g[i] * s;
+    if (add_into)
+      for (int64_t i = 0; i < per_image; ++i) d[i] += g[i] * s;
+    else
+      for (int64_t i = 0; i < per_image; ++i) d[i] = 0.0f + g[i] * s;
   }
 }
 

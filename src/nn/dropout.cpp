@@ -27,14 +27,17 @@ void dropout_forward(float* out, uint8_t* mask, const float* inp, int64_t n, flo
   });
 }
 
-void dropout_backward(float* dinp, const float* dout, const uint8_t* mask, int64_t n, float p) {
+void dropout_backward(float* dinp, const float* dout, const uint8_t* mask, int64_t n, float p,
+                      bool add_into) {
+  const float base = 0.0f;
   if (p <= 0.0f) {
-    for (int64_t i = 0; i < n; ++i) dinp[i] += dout[i];
+    for (int64_t i = 0; i < n; ++i) dinp[i] = (add_into ? dinp[i] : base) + dout[i];
     return;
   }
   const float scale = 1.0f / (1.0f - p);
   for_ranges(n, n > 65536, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) dinp[i] += mask[i] ? dout[i] * scale : 0.0f;
+    for (int64_t i = begin; i < end; ++i)
+      dinp[i] = (add_into ? dinp[i] : base) + (mask[i] ? dout[i] * scale : 0.0f);
   });
 }
 

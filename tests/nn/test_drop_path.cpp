@@ -1,6 +1,7 @@
 // Stochastic depth: timm's per-block rates, one keep decision per image, its scale, the
 // draws' independence of how the batch is cut, and its backward.
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <vector>
 
 #include "gradcheck.h"
@@ -34,9 +35,15 @@ TEST_CASE("drop path keeps or drops whole images, scaled by 1/(1-p)", "[layers][
     CHECK(double(kept) / n == Approx(1.0 - p).margin(0.01));
     // Backward: the same factor per image, added into the gradient.
     std::vector<float> dx(size_t(n * per_image), 1.0f);
-    drop_path_backward(dx.data(), x.data(), scale.data(), n, per_image);
+    drop_path_backward(dx.data(), x.data(), scale.data(), n, per_image, true);
     for (int64_t i = 0; i < n * per_image; i += 7)
       REQUIRE(dx[size_t(i)] == 1.0f + x[size_t(i)] * scale[size_t(i / per_image)]);
+    // Without add_into: the bits of an add into zeros, the sign of a dropped image's zeros
+    // (a negative input times 0) too, whatever the buffer held.
+    std::vector<float> into_zeros(dx.size(), 0.0f), written(dx.size(), 7.0f);
+    drop_path_backward(into_zeros.data(), x.data(), scale.data(), n, per_image, true);
+    drop_path_backward(written.data(), x.data(), scale.data(), n, per_image, false);
+    REQUIRE(std::memcmp(into_zeros.data(), written.data(), dx.size() * sizeof(float)) == 0);
     // scale_images is the forward's product on its own, in place.
     std::vector<float> z = x;
     scale_images(z.data(), scale.data(), n, per_image);

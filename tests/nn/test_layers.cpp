@@ -393,18 +393,24 @@ TEST_CASE("dropout keeps 1-p of the units and scales them by 1/(1-p)", "[layers]
     CHECK(std::accumulate(y.begin(), y.end(), 0.0) / n == Approx(1.0).margin(0.01));
     // Backward routes the gradient through the same units with the same scale.
     std::vector<float> dx(n, 0.0f);
-    dropout_backward(dx.data(), x.data(), mask.data(), n, p);
+    dropout_backward(dx.data(), x.data(), mask.data(), n, p, true);
     for (int64_t i = 0; i < n; i += 97) REQUIRE(dx[i] == y[i]);
+    // Without add_into: the bits of the add into zeros, whatever the buffer held.
+    std::vector<float> written(n, 7.0f);
+    dropout_backward(written.data(), x.data(), mask.data(), n, p, false);
+    REQUIRE(std::memcmp(written.data(), dx.data(), size_t(n) * sizeof(float)) == 0);
   }
 }
 
 TEST_CASE("dropout with p = 0 is the identity", "[layers][dropout]") {
   auto x = random_vector(1000, 1.0f, 30);
-  std::vector<float> y(1000), dx(1000, 0.0f);
+  std::vector<float> y(1000), dx(1000, 0.0f), written(1000, 7.0f);
   dropout_forward(y.data(), nullptr, x.data(), 1000, 0.0f, 1);
   CHECK(y == x);
-  dropout_backward(dx.data(), x.data(), nullptr, 1000, 0.0f);
+  dropout_backward(dx.data(), x.data(), nullptr, 1000, 0.0f, true);
   CHECK(dx == x);
+  dropout_backward(written.data(), x.data(), nullptr, 1000, 0.0f, false);
+  CHECK(written == x);
 }
 
 TEST_CASE("dropout masks depend only on the key and the element index", "[layers][dropout]") {

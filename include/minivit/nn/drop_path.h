@@ -24,9 +24,11 @@ void drop_path_forward(float* branch, float* scale, int n, int64_t per_image, fl
 // backward's when the gradient is already in a scratch buffer of its own.
 void scale_images(float* x, const float* scale, int n, int64_t per_image);
 
-// dinp += dout * scale[b] over each image's per_image floats.
+// dinp += dout * scale[b] over each image's per_image floats. Without add_into it writes
+// dinp instead: 0 + the product, as an add into a cleared dinp rounds it (a zero's sign
+// included), sparing the caller a pass to clear it.
 void drop_path_backward(float* dinp, const float* dout, const float* scale, int n,
-                        int64_t per_image);
+                        int64_t per_image, bool add_into);
 
 MINIVIT_ISA_END
 }  // namespace minivit

@@ -16,8 +16,10 @@ MINIVIT_ISA_BEGIN
 void dropout_forward(float* out, uint8_t* mask, const float* inp, int64_t n, float p,
                      uint64_t key, int64_t first_index = 0);
 
-// dinp += dout * mask / (1 - p)
-void dropout_backward(float* dinp, const float* dout, const uint8_t* mask, int64_t n, float p);
+// dinp += dout * mask / (1 - p). Without add_into it writes dinp instead: 0 + the term, as
+// an add into a cleared dinp rounds it (a zero's sign included).
+void dropout_backward(float* dinp, const float* dout, const uint8_t* mask, int64_t n, float p,
+                      bool add_into);
 
 // The keep decision for one element, shared by every user of dropout masks.
 bool dropout_keep(uint64_t key, int64_t index, float p);
