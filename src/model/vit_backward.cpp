@@ -304,10 +304,10 @@ static void embedding_backward(ViT& model, Activations& acts, int B, const float
   else
     embed_patch_tokens_backward(acts.dpatch_proj, dpos, dx, B, N, D);
   // Behind a conv stem the projection's input takes a gradient too; patch pixels do not.
-  // After a forward that ran the projection on the kept patches alone, so does this gradient
-  // (behind a stem); the weight gradient still sums over every patch, so that its sums are
-  // cut into blocks and pieces as over every patch, and the products skip a dropped one's
-  // zero rows.
+  // After a forward that ran the projection on the kept patches alone, that gradient is the
+  // kept rows'; the weight gradient still sums over every patch, so that its sums are cut
+  // into blocks and pieces as over every patch, and the products skip a dropped one's zero
+  // rows.
   const bool stem = c.stem_stages() > 0;
   const bool kept_only = c.drops_patches(acts.forward_was_training);
   const int PL = c.patch_len(), kept = c.kept_patches();

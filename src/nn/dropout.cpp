@@ -29,15 +29,13 @@ void dropout_forward(float* out, uint8_t* mask, const float* inp, int64_t n, flo
 
 void dropout_backward(float* dinp, const float* dout, const uint8_t* mask, int64_t n, float p,
                       bool add_into) {
-  const float base = 0.0f;
-  if (p <= 0.0f) {
-    for (int64_t i = 0; i < n; ++i) dinp[i] = (add_into ? dinp[i] : base) + dout[i];
-    return;
-  }
-  const float scale = 1.0f / (1.0f - p);
-  for_ranges(n, n > 65536, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      dinp[i] = (add_into ? dinp[i] : base) + (mask[i] ? dout[i] * scale : 0.0f);
+  const float scale = p <= 0.0f ? 1.0f : 1.0f / (1.0f - p);
+  auto term = [&](int64_t i) { return p <= 0.0f ? dout[i] : mask[i] ? dout[i] * scale : 0.0f; };
+  for_ranges(n, p > 0.0f && n > 65536, [&](int64_t begin, int64_t end) {
+    if (add_into)
+      for (int64_t i = begin; i < end; ++i) dinp[i] += term(i);
+    else
+      for (int64_t i = begin; i < end; ++i) dinp[i] = 0.0f + term(i);
   });
 }
 
