@@ -43,33 +43,22 @@ static BlockGradScratch& grad_scratch(Activations& acts, int l) {
 }
 
 // A chunk of images [b0, b0 + n) in block l's backward: the block, the rates its forward
-// ran at (p_block: this block's drop-path rate), and the chunk's shapes; at() addresses a
-// buffer at image b0.
-struct ChunkBackward {
+// ran at (p_block: this block's drop-path rate), and the chunk's shapes.
+struct ChunkBackward : ChunkShape {
   const ViT& model;
   Activations& acts;
-  int b0, n;
   float p, p_att, p_block;
   const BlockParams& bw;
   const BlockActivations& a;
   const BlockGradScratch& s;
-  int T, D, M, H, BT;
-  int64_t TD, TM, HTT;
   Products products;
 
   ChunkBackward(const ViT& model, Activations& acts, int l, int b0, int n, float p, float p_att,
                 float p_block)
-      : model(model), acts(acts), b0(b0), n(n), p(p), p_att(p_att), p_block(p_block),
-        bw(model.w.blocks[size_t(l)]), a(acts.blocks[size_t(l)]), s(grad_scratch(acts, l)),
-        T(model.config.pass_tokens(acts.forward_was_training)), D(model.config.dim),
-        M(model.config.mlp_dim), H(model.config.heads), BT(n * T), TD(int64_t(T) * D),
-        TM(int64_t(T) * M), HTT(int64_t(H) * T * T),
+      : ChunkShape(model.config, b0, n, acts.forward_was_training), model(model), acts(acts),
+        p(p), p_att(p_att), p_block(p_block), bw(model.w.blocks[size_t(l)]),
+        a(acts.blocks[size_t(l)]), s(grad_scratch(acts, l)),
         products(acts.products(acts.forward_was_training)) {}
-
-  template <class V>
-  V* at(V* buffer, int64_t per_image) const {
-    return at_image(buffer, b0, per_image);
-  }
 };
 
 // x_next = x_mid + drop_path(drop(fc2(drop(GELU(fc1(LN2(x_mid))))))): from d_out, the

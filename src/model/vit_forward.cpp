@@ -109,12 +109,11 @@ static void embed_forward_chunk(const ViT& model, Activations& acts, const float
 }
 
 // A chunk of images [b0, b0 + n) in block l's forward: the block, its rates (p_block: its
-// drop-path rate), the chunk's shapes and dropout streams (from sample `first`); at()
-// addresses a buffer at image b0.
-struct ChunkForward {
+// drop-path rate), the chunk's shapes and dropout streams (from sample `first`).
+struct ChunkForward : ChunkShape {
   const ViT& model;
   Activations& acts;
-  int l, b0, n;
+  int l;
   bool training;
   float p, p_att, p_block;
   uint64_t dropout_key;
@@ -122,24 +121,15 @@ struct ChunkForward {
   Products products;
   const BlockParams& bw;
   const BlockActivations& a;
-  // With patch dropout the blocks see fewer tokens in training than the embedding makes.
-  int T, D, M, H, BT;
-  int64_t TD, TM, HTT;
 
   ChunkForward(const ViT& model, Activations& acts, int l, int b0, int n, bool training, float p,
                float p_att, float p_block, uint64_t dropout_key, int64_t first,
                Products products)
-      : model(model), acts(acts), l(l), b0(b0), n(n), training(training), p(p), p_att(p_att),
-        p_block(p_block), dropout_key(dropout_key), first(first), products(products),
-        bw(model.w.blocks[size_t(l)]), a(acts.blocks[size_t(l)]),
-        T(model.config.pass_tokens(training)), D(model.config.dim), M(model.config.mlp_dim),
-        H(model.config.heads), BT(n * T), TD(int64_t(T) * D), TM(int64_t(T) * M),
-        HTT(int64_t(H) * T * T) {}
+      : ChunkShape(model.config, b0, n, training), model(model), acts(acts), l(l),
+        training(training), p(p), p_att(p_att), p_block(p_block), dropout_key(dropout_key),
+        first(first), products(products), bw(model.w.blocks[size_t(l)]),
+        a(acts.blocks[size_t(l)]) {}
 
-  template <class V>
-  V* at(V* buffer, int64_t per_image) const {
-    return at_image(buffer, b0, per_image);
-  }
   uint64_t key(DropoutSite site) const { return rng_key(dropout_key, uint64_t(l), site); }
   LinearWeight weight(const float* rows, const float* transposed) const {
     return LinearWeight{rows, acts.weight_columns(transposed)};

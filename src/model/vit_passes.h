@@ -66,6 +66,24 @@ T* at_image(T* buffer, int b0, int64_t per_image) {
   return buffer ? buffer + b0 * per_image : buffer;
 }
 
+// The shapes of a chunk of images [b0, b0 + n) in a block's pass, forward or backward; at()
+// addresses a buffer at image b0. With patch dropout the blocks see fewer tokens in
+// training than the embedding makes.
+struct ChunkShape {
+  int b0, n;
+  int T, D, M, H, BT;
+  int64_t TD, TM, HTT;
+
+  ChunkShape(const ModelConfig& c, int b0, int n, bool training)
+      : b0(b0), n(n), T(c.pass_tokens(training)), D(c.dim), M(c.mlp_dim), H(c.heads),
+        BT(n * T), TD(int64_t(T) * D), TM(int64_t(T) * M), HTT(int64_t(H) * T * T) {}
+
+  template <class V>
+  V* at(V* buffer, int64_t per_image) const {
+    return at_image(buffer, b0, per_image);
+  }
+};
+
 // Clears a gradient buffer that backward then adds into: megabytes per layer, so both
 // cores share the pass (one core's memset left the other waiting for about 5% of a step).
 inline void zero(float* p, int64_t n) {
