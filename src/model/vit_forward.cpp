@@ -91,21 +91,19 @@ static void embed_forward_chunk(const ViT& model, Activations& acts, const float
              c.patch_embed == PatchEmbedKind::shifted);
   float* first_block_x = at(acts.blocks[0].x, int64_t(c.pass_tokens(training)) * D);
   // No pos_embed with model.pos_embed = none: w.pos_embed is null and nothing is added.
+  const float* cls_token = c.has_cls_token() ? w.cls_token : nullptr;
   if (drop_patches) {
     float* kept_patches = at(acts.kept_patches, int64_t(K) * PL);
     if (!stem) patch_drop_forward(kept_patches, patches, keep, n, 0, N, K, PL);
     float* kept_proj = at(acts.kept_patch_proj, int64_t(K) * D);
     linear_forward(kept_proj, kept_patches, patch_w, w.patch_b, n * K, PL, D,
                    acts.products(false));
-    return patch_drop_embed(first_block_x, kept_proj, w.cls_token, w.pos_embed, keep, n,
-                            c.prefix_tokens(), N, K, D);
+    return embed_tokens_forward(first_block_x, kept_proj, cls_token, w.pos_embed, n, N, D, keep,
+                                K);
   }
   float* patch_proj = at(acts.patch_proj, int64_t(N) * D);
   linear_forward(patch_proj, patches, patch_w, w.patch_b, n * N, PL, D, acts.products(false));
-  if (c.has_cls_token())
-    embed_tokens_forward(first_block_x, patch_proj, w.cls_token, w.pos_embed, n, N, D);
-  else
-    embed_patch_tokens_forward(first_block_x, patch_proj, w.pos_embed, n, N, D);
+  embed_tokens_forward(first_block_x, patch_proj, cls_token, w.pos_embed, n, N, D);
 }
 
 // A chunk of images [b0, b0 + n) in block l's forward: the block, its rates (p_block: its

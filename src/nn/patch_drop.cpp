@@ -49,36 +49,6 @@ void patch_drop_forward(float* out, const float* tokens, const uint8_t* keep, in
   }
 }
 
-// dst (D) = row + pos, or row alone without position embedding.
-static void add_position(float* __restrict dst, const float* __restrict row,
-                         const float* __restrict pos, int D) {
-  if (!pos) return void(std::copy_n(row, D, dst));
-#pragma omp simd
-  for (int j = 0; j < D; ++j) dst[j] = row[j] + pos[j];
-}
-
-void patch_drop_embed(float* out, const float* kept_proj, const float* cls_token,
-                      const float* pos_embed, const uint8_t* keep, int n, int prefix, int N,
-                      int kept, int D) {
-  for_ranges(n, n >= 16, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      float* dst = out + b * (prefix + kept) * D;
-      const float* src = kept_proj + b * kept * D;
-      if (prefix) {
-        add_position(dst, cls_token, pos_embed, D);
-        dst += D;
-      }
-      const uint8_t* row = keep + b * N;
-      for (int i = 0; i < N; ++i) {
-        if (!row[i]) continue;
-        add_position(dst, src, pos_embed ? pos_embed + int64_t(prefix + i) * D : nullptr, D);
-        dst += D;
-        src += D;
-      }
-    }
-  });
-}
-
 void patch_drop_backward(float* dtokens, const float* dout, const uint8_t* keep, int n,
                          int prefix, int N, int kept, int D, bool add_into) {
   auto take_row = [D, add_into](float* d, const float* s) {

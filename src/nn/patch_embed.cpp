@@ -45,19 +45,32 @@ void patchify(float* patches, const float* images, int B, int C, int image_size,
   });
 }
 
+// dst (D) = row + pos, or row alone without position embedding.
+static void add_position(float* __restrict dst, const float* __restrict row,
+                         const float* __restrict pos, int D) {
+  if (!pos) return void(std::copy_n(row, D, dst));
+#pragma omp simd
+  for (int j = 0; j < D; ++j) dst[j] = row[j] + pos[j];
+}
+
 void embed_tokens_forward(float* tokens, const float* patch_proj, const float* cls_token,
-                          const float* pos_embed, int B, int N, int D) {
-  const int T = N + 1;
+                          const float* pos_embed, int B, int N, int D, const uint8_t* keep,
+                          int kept) {
+  const int prefix = cls_token ? 1 : 0, K = keep ? kept : N;
   for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      float* out = tokens + int64_t(b) * T * D;
-      const float* proj = patch_proj + int64_t(b) * N * D;
-      if (pos_embed) {
-        for (int i = 0; i < D; ++i) out[i] = cls_token[i] + pos_embed[i];
-        for (int64_t i = 0; i < int64_t(N) * D; ++i) out[D + i] = proj[i] + pos_embed[D + i];
-      } else {
-        std::copy_n(cls_token, D, out);
-        std::copy_n(proj, int64_t(N) * D, out + D);
+      float* dst = tokens + b * (prefix + K) * D;
+      const float* src = patch_proj + b * K * D;
+      if (prefix) {
+        add_position(dst, cls_token, pos_embed, D);
+        dst += D;
+      }
+      const uint8_t* row = keep ? keep + b * N : nullptr;
+      for (int i = 0; i < N; ++i) {
+        if (row && !row[i]) continue;
+        add_position(dst, src, pos_embed ? pos_embed + int64_t(prefix + i) * D : nullptr, D);
+        dst += D;
+        src += D;
       }
     }
   });
@@ -109,21 +122,6 @@ void embed_tokens_backward(float* dpatch_proj, float* dcls_token, float* dpos_em
     add_batch_sums(dcls_token, dtokens, B, TD, D);
   }
   set_patch_rows(dpatch_proj, dtokens, B, N, D, 1);
-}
-
-void embed_patch_tokens_forward(float* tokens, const float* patch_proj, const float* pos_embed,
-                                int B, int N, int D) {
-  const int64_t ND = int64_t(N) * D;
-  for_ranges(B, B >= 16, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      float* out = tokens + b * ND;
-      const float* proj = patch_proj + b * ND;
-      if (pos_embed)
-        for (int64_t i = 0; i < ND; ++i) out[i] = proj[i] + pos_embed[i];
-      else
-        std::copy_n(proj, ND, out);
-    }
-  });
 }
 
 void embed_patch_tokens_backward(float* dpatch_proj, float* dpos_embed, const float* dtokens,

@@ -521,7 +521,7 @@ TEST_CASE("patch tokens without a CLS token: forward and backward", "[layers][pa
        g = random_vector(B * N * D, 1.0f, 70);
   std::vector<float> tokens(B * N * D), dproj(B * N * D, 0.0f), dpos(N * D, 0.0f);
   auto with_pos = [&] {
-    embed_patch_tokens_forward(tokens.data(), proj.data(), pos.data(), B, N, D);
+    embed_tokens_forward(tokens.data(), proj.data(), nullptr, pos.data(), B, N, D);
     return dot(tokens.data(), g.data(), B * N * D);
   };
   with_pos();
@@ -530,7 +530,7 @@ TEST_CASE("patch tokens without a CLS token: forward and backward", "[layers][pa
   check_gradients(with_pos, {{"patch_proj", proj.data(), dproj.data(), B * N * D},
                              {"pos", pos.data(), dpos.data(), N * D}});
   // Without positions the tokens are the projections, and so are their gradients.
-  embed_patch_tokens_forward(tokens.data(), proj.data(), nullptr, B, N, D);
+  embed_tokens_forward(tokens.data(), proj.data(), nullptr, nullptr, B, N, D);
   CHECK(tokens == proj);
   std::fill(dproj.begin(), dproj.end(), 7.0f);  // set, whatever it held
   embed_patch_tokens_backward(dproj.data(), nullptr, g.data(), B, N, D);

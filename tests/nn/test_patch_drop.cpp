@@ -9,6 +9,7 @@
 #include "gradcheck.h"
 #include "minivit/core/config.h"
 #include "minivit/nn/patch_drop.h"
+#include "minivit/nn/patch_embed.h"
 
 using namespace minivit;
 using namespace minivit_test;
@@ -131,4 +132,42 @@ TEST_CASE("patch_drop_spread puts the kept rows back in grid order and zeros the
   for (int i = 0; i < n * N; ++i)
     for (int d = 0; d < D; ++d)
       REQUIRE(spread[size_t(i * D + d)] == (keep[size_t(i)] ? full[size_t(i * D + d)] : 0.0f));
+}
+
+TEST_CASE("the kept patches' embedding is the gather of every patch's, bit for bit",
+          "[layers][patch_drop][patch]") {
+  const int n = 3, N = 9, kept = 4, D = 21;
+  std::vector<uint8_t> keep(size_t(n) * N);
+  std::vector<float> draws(size_t(n) * N);
+  patch_drop_draw(keep.data(), draws.data(), n, N, kept, 31, 0);
+  const auto proj = random_vector(n * N * D, 1.0f, 6), cls = random_vector(D, 1.0f, 7),
+             pos = random_vector((N + 1) * D, 1.0f, 8);
+  for (const bool with_cls : {true, false})
+    for (const bool with_pos : {true, false}) {
+      INFO((with_cls ? "CLS token" : "no CLS token") << ", "
+           << (with_pos ? "positions" : "no positions"));
+      const int prefix = with_cls ? 1 : 0;
+      const float* cls_token = with_cls ? cls.data() : nullptr;
+      const float* positions = with_pos ? pos.data() + (with_cls ? 0 : D) : nullptr;
+      // Every patch embedded, then the kept tokens gathered: what the model computed before
+      // it embedded the kept patches alone.
+      std::vector<float> every(size_t(n) * (prefix + N) * D), gathered(size_t(n) * (prefix + kept) * D);
+      embed_tokens_forward(every.data(), proj.data(), cls_token, positions, n, N, D);
+      patch_drop_forward(gathered.data(), every.data(), keep.data(), n, prefix, N, kept, D);
+      std::vector<float> kept_proj(size_t(n) * kept * D), tokens(gathered.size(), -9.0f);
+      patch_drop_forward(kept_proj.data(), proj.data(), keep.data(), n, 0, N, kept, D);
+      embed_tokens_forward(tokens.data(), kept_proj.data(), cls_token, positions, n, N, D,
+                           keep.data(), kept);
+      CHECK(tokens == gathered);
+      // A patch's token holds its own position, not that of its place among the kept: the
+      // first image's last kept patch lies past place kept - 1 in the grid.
+      if (with_pos) {
+        int last = N - 1;
+        while (!keep[size_t(last)]) --last;
+        REQUIRE(last > kept - 1);
+        const size_t place = size_t(kept - 1) * D;
+        CHECK(tokens[size_t(prefix * D) + place] ==
+              kept_proj[place] + positions[size_t((prefix + last) * D)]);
+      }
+    }
 }

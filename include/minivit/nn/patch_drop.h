@@ -28,15 +28,6 @@ void patch_drop_draw(uint8_t* keep, float* draws, int n, int N, int kept, uint64
 void patch_drop_forward(float* out, const float* tokens, const uint8_t* keep, int n, int prefix,
                         int N, int kept, int D);
 
-// out (n, prefix + kept, D) = what patch_drop_forward keeps of the position embedding of
-// every patch, made from the kept patches alone: the CLS token (prefix = 1) plus its
-// position, then each kept patch's row of kept_proj (n, kept, D) plus its own position's
-// row of pos_embed ((prefix + N, D); none for no position embedding). The same sums, so the
-// same bits, without the (n, prefix + N, D) rows of the dropped patches in between.
-void patch_drop_embed(float* out, const float* kept_proj, const float* cls_token,
-                      const float* pos_embed, const uint8_t* keep, int n, int prefix, int N,
-                      int kept, int D);
-
 // dtokens (n, prefix + N, D) += dout (n, prefix + kept, D) put back at the rows forward took
 // them from; a dropped patch's rows take nothing. Without add_into it writes dtokens
 // instead: 0 + dout's row, as an add into a cleared dtokens would (so the same bits), and
