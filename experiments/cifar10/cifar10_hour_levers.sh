@@ -21,7 +21,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../recipe_runs.sh"
 recipe_setup cifar10_hour_levers "$@"
 data=$(realpath -m "${DATA:-$root/data/cifar-10-batches-bin}")
-variants=${VARIANTS:-"hour200 w128d2_e175 mix05 mix05_pd75_e320 mix05_bf16_e360 mix05_d6_bf16_e265 mix05_ls01_bf16_e360 mix05_bf16_e395 lsa_bf16_e395 mix05_bf16_e395_seq_sincos mix05_bf16_e395_seq_sincos_s1 seq_sincos_e384_u40 seq_sincos_dp0 seq_sincos_dp0_e300"}
+variants=${VARIANTS:-"hour200 w128d2_e175 mix05 mix05_pd75_e320 mix05_bf16_e360 mix05_d6_bf16_e265 mix05_ls01_bf16_e360 mix05_bf16_e395 lsa_bf16_e395 mix05_bf16_e395_seq_sincos mix05_bf16_e395_seq_sincos_s1 seq_sincos_e384_u40 seq_sincos_dp0 seq_sincos_dp0_e300 seq_sincos_dp0_e300_s1"}
 bash "$root/datasets/cifar10.sh" "$data" > /dev/null
 
 # configs/cifar10.toml's recipe until a0ecfd3, pinned (cifar10_pins.sh): the conv stem (32
