@@ -1,6 +1,7 @@
 // Patch dropout: how many patches an image keeps (timm's rule), which ones (uniform over the
-// patches, independent of how the batch is cut), the gather, and its backward as the
-// gather's adjoint.
+// patches, independent of how the batch is cut), the gather, its backward as the gather's
+// adjoint, the spread back to grid order, and the kept patches' embedding as the gather of
+// every patch's.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <numeric>
@@ -13,6 +14,19 @@
 
 using namespace minivit;
 using namespace minivit_test;
+
+namespace {
+
+// The keep mask of n images of N patches, `kept` each, drawn under `key` from image 0. It
+// starts at 7, neither 0 nor 1, so a byte the draw skipped shows.
+std::vector<uint8_t> draw_keep(int n, int N, int kept, uint64_t key) {
+  std::vector<uint8_t> keep(size_t(n) * N, 7);
+  std::vector<float> draws(size_t(n) * N);
+  patch_drop_draw(keep.data(), draws.data(), n, N, kept, key, 0);
+  return keep;
+}
+
+}  // namespace
 
 TEST_CASE("patch dropout keeps timm's max(1, int(N (1 - rate))) patches", "[layers][patch_drop]") {
   ModelConfig c;  // 28 / 4: 49 patches
@@ -34,9 +48,7 @@ TEST_CASE("patch dropout keeps timm's max(1, int(N (1 - rate))) patches", "[laye
 TEST_CASE("patch dropout keeps `kept` patches an image, each as often as the others",
           "[layers][patch_drop]") {
   const int n = 4000, N = 16, kept = 6;
-  std::vector<uint8_t> keep(size_t(n) * N, 7);
-  std::vector<float> draws(size_t(n) * N);
-  patch_drop_draw(keep.data(), draws.data(), n, N, kept, 99, 0);
+  const auto keep = draw_keep(n, N, kept, 99);
   std::vector<int> times(N, 0);
   int same_as_previous = 0;
   for (int b = 0; b < n; ++b) {
@@ -79,9 +91,7 @@ TEST_CASE("patch dropout gathers the prefix and the kept patches in grid order; 
   const int n = 3, N = 9, kept = 4, D = 5;
   for (int prefix : {0, 1}) {
     INFO("prefix " << prefix);
-    std::vector<uint8_t> keep(size_t(n) * N);
-    std::vector<float> draws(size_t(n) * N);
-    patch_drop_draw(keep.data(), draws.data(), n, N, kept, 21, 0);
+    const auto keep = draw_keep(n, N, kept, 21);
     const auto tokens = random_vector(n * (prefix + N) * D, 1.0f, 3);
     std::vector<float> out(size_t(n) * (prefix + kept) * D, -9.0f);
     patch_drop_forward(out.data(), tokens.data(), keep.data(), n, prefix, N, kept, D);
@@ -122,9 +132,7 @@ TEST_CASE("patch dropout gathers the prefix and the kept patches in grid order; 
 TEST_CASE("patch_drop_spread puts the kept rows back in grid order and zeros the dropped ones",
           "[layers][patch_drop]") {
   const int n = 3, N = 9, kept = 4, D = 5;
-  std::vector<uint8_t> keep(size_t(n) * N);
-  std::vector<float> draws(size_t(n) * N);
-  patch_drop_draw(keep.data(), draws.data(), n, N, kept, 22, 0);
+  const auto keep = draw_keep(n, N, kept, 22);
   const auto full = random_vector(n * N * D, 1.0f, 5);
   std::vector<float> kept_rows(size_t(n) * kept * D), spread(full.size(), -9.0f);
   patch_drop_forward(kept_rows.data(), full.data(), keep.data(), n, 0, N, kept, D);
@@ -137,9 +145,7 @@ TEST_CASE("patch_drop_spread puts the kept rows back in grid order and zeros the
 TEST_CASE("the kept patches' embedding is the gather of every patch's, bit for bit",
           "[layers][patch_drop][patch]") {
   const int n = 3, N = 9, kept = 4, D = 21;
-  std::vector<uint8_t> keep(size_t(n) * N);
-  std::vector<float> draws(size_t(n) * N);
-  patch_drop_draw(keep.data(), draws.data(), n, N, kept, 31, 0);
+  const auto keep = draw_keep(n, N, kept, 31);
   const auto proj = random_vector(n * N * D, 1.0f, 6), cls = random_vector(D, 1.0f, 7),
              pos = random_vector((N + 1) * D, 1.0f, 8);
   for (const bool with_cls : {true, false})
