@@ -138,22 +138,58 @@ constexpr bool two_sums() {
 #endif
 }
 
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 MINIVIT_INTRINSICS_BEGIN
-// rows_times_x (below) at the AVX2 level for head sizes of whole vectors: the same sums, in
-// ymm registers named as such. From a local float array GCC cleared the array in memory
-// (`rep stos`, a quarter of the samples of a 4-row call at head size 16) and stored the
-// sums back through it before copying them out.
+// The level's float vector, for rows_times_x_in_vectors.
+struct HeadVec {
+#if defined(__AVX512F__)
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+#else
+  using V = __m256;
+  static constexpr int kLanes = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+#endif
+};
+
+// Whether rows_times_x runs in named vector registers: head sizes of whole vectors whose
+// sums fit the registers (at AVX-512 two sums a row always, 16 vectors at most).
+template <int kDh, int R>
+constexpr bool sums_in_vectors() {
+  if (kDh % HeadVec::kLanes != 0) return false;
+#if defined(__AVX512F__)
+  return R * (kDh / HeadVec::kLanes) <= 8;
+#else
+  return true;
+#endif
+}
+
+// rows_times_x (below) in vector registers named as such: the same sums. From a local float
+// array GCC cleared the array in memory (`rep stos` at the AVX2 level, a quarter of the
+// samples of a 4-row call at head size 16; vector stores at AVX-512's, with the sums stored
+// back through it before they were copied out).
 template <int kDh, int R>
 void rows_times_x_in_vectors(float* __restrict out, int ldo, const float* __restrict w,
                              int ldw, const float* __restrict x, int ldx, int T, bool add) {
-  constexpr int kV = kDh / 8;
+  using V = HeadVec::V;
+  constexpr int kL = HeadVec::kLanes, kV = kDh / kL;
   constexpr bool kTwoSums = two_sums<kDh, R>();
-  __m256 acc[R][kV], acc_odd[R][kV];
+  V acc[R][kV], acc_odd[R][kV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int v = 0; v < kV; ++v) acc[r][v] = acc_odd[r][v] = _mm256_setzero_ps();
+    for (int v = 0; v < kV; ++v) acc[r][v] = acc_odd[r][v] = HeadVec::zero();
   int j = 0;
   if constexpr (kTwoSums) {
     for (; j + 1 < T; j += 2) {
@@ -161,12 +197,12 @@ void rows_times_x_in_vectors(float* __restrict out, int ldo, const float* __rest
       const float* xk = xj + ldx;
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m256 wr = _mm256_broadcast_ss(w + int64_t(r) * ldw + j);
-        const __m256 wk = _mm256_broadcast_ss(w + int64_t(r) * ldw + j + 1);
+        const V wr = HeadVec::broadcast(w + int64_t(r) * ldw + j);
+        const V wk = HeadVec::broadcast(w + int64_t(r) * ldw + j + 1);
 #pragma GCC unroll 8
         for (int v = 0; v < kV; ++v) {
-          acc[r][v] = _mm256_fmadd_ps(wr, _mm256_loadu_ps(xj + 8 * v), acc[r][v]);
-          acc_odd[r][v] = _mm256_fmadd_ps(wk, _mm256_loadu_ps(xk + 8 * v), acc_odd[r][v]);
+          acc[r][v] = HeadVec::fmadd(wr, HeadVec::load(xj + kL * v), acc[r][v]);
+          acc_odd[r][v] = HeadVec::fmadd(wk, HeadVec::load(xk + kL * v), acc_odd[r][v]);
         }
       }
     }
@@ -175,10 +211,10 @@ void rows_times_x_in_vectors(float* __restrict out, int ldo, const float* __rest
     const float* xj = x + int64_t(j) * ldx;
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m256 wr = _mm256_broadcast_ss(w + int64_t(r) * ldw + j);
+      const V wr = HeadVec::broadcast(w + int64_t(r) * ldw + j);
 #pragma GCC unroll 8
       for (int v = 0; v < kV; ++v)
-        acc[r][v] = _mm256_fmadd_ps(wr, _mm256_loadu_ps(xj + 8 * v), acc[r][v]);
+        acc[r][v] = HeadVec::fmadd(wr, HeadVec::load(xj + kL * v), acc[r][v]);
     }
   }
 #pragma GCC unroll 8
@@ -186,16 +222,16 @@ void rows_times_x_in_vectors(float* __restrict out, int ldo, const float* __rest
     float* o = out + int64_t(r) * ldo;
 #pragma GCC unroll 8
     for (int v = 0; v < kV; ++v) {
-      const __m256 sum = kTwoSums ? _mm256_add_ps(acc[r][v], acc_odd[r][v]) : acc[r][v];
-      _mm256_storeu_ps(o + 8 * v, add ? _mm256_add_ps(_mm256_loadu_ps(o + 8 * v), sum) : sum);
+      const V sum = kTwoSums ? HeadVec::add(acc[r][v], acc_odd[r][v]) : acc[r][v];
+      HeadVec::store(o + kL * v, add ? HeadVec::add(HeadVec::load(o + kL * v), sum) : sum);
     }
   }
 }
 MINIVIT_INTRINSICS_END
 #endif
 
-// rows_times_x (below) with its sums in a local float array: the AVX-512 and baseline
-// levels, and AVX2's head sizes that are not whole vectors.
+// rows_times_x (below) with its sums in a local float array: the baseline level, and the
+// shapes rows_times_x_in_vectors does not take.
 template <int kDh, int R>
 void rows_times_x_in_array(float* __restrict out, int ldo, const float* __restrict w, int ldw,
                            const float* __restrict x, int ldx, int T, bool add) {
@@ -239,8 +275,8 @@ template <int kDh, int R>
 void rows_times_x(float* __restrict out, int ldo, const float* __restrict w, int ldw,
                   const float* __restrict x, int ldx, int T, bool add) {
   static_assert(kDh > 0, "a compiled head size");
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
-  if constexpr (kDh % 8 == 0)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  if constexpr (sums_in_vectors<kDh, R>())
     rows_times_x_in_vectors<kDh, R>(out, ldo, w, ldw, x, ldx, T, add);
   else
 #endif
