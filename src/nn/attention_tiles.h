@@ -176,9 +176,9 @@ constexpr bool sums_in_vectors() {
 }
 
 // rows_times_x (below) in vector registers named as such: the same sums. From a local float
-// array GCC cleared the array in memory (`rep stos` at the AVX2 level, a quarter of the
-// samples of a 4-row call at head size 16; vector stores at AVX-512's, with the sums stored
-// back through it before they were copied out).
+// array GCC cleared the array in memory on every call (`rep stos` at the AVX2 level, a
+// quarter of the samples of a 4-row call at head size 16; vector stores at AVX-512's) and
+// stored the sums back through it before copying them out.
 template <int kDh, int R>
 void rows_times_x_in_vectors(float* __restrict out, int ldo, const float* __restrict w,
                              int ldw, const float* __restrict x, int ldx, int T, bool add) {
