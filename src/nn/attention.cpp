@@ -126,9 +126,8 @@ void forward_rows(int i0, const Head& hd, float* out, float* att, uint8_t* att_m
 // parameters.
 template <int kDh, int R>
 void scores_backward(int i0, const Head& hd, float* dq, QueryRows q, const float* k,
-                     float* dscore, HeadScratch& w) {
+                     float* dscore, HeadScratch& w, float* g, bool whole) {
   const int T = hd.T, D = hd.D, Dh = kDh ? kDh : hd.Dh, Tp = padded_tokens(T);
-  float* g = w.score;
   const float* qi = q.rows + int64_t(i0) * q.ld;
   switch (hd.form) {
     case AttentionForm::scaled_dot:
@@ -139,7 +138,7 @@ void scores_backward(int i0, const Head& hd, float* dq, QueryRows q, const float
       float* dq_rows = apart ? w.dqhat + int64_t(i0) * Dh : dq + int64_t(i0) * 3 * D;
       rows_times_x_dispatch<kDh, R>(dq_rows, apart ? Dh : 3 * D, g, Tp, k, 3 * D, T, Dh,
                                     false);           // dq = dS K, or lsa's dqhat = dS K
-      add_outer<kDh, R>(w.dk, g, Tp, qi, q.ld, T, Dh);                // dK += dS^T q
+      if (!whole) add_outer<kDh, R>(w.dk, g, Tp, qi, q.ld, T, Dh);    // dK += dS^T q
       break;
     }
     case AttentionForm::cosine:
@@ -161,11 +160,11 @@ void scores_backward(int i0, const Head& hd, float* dq, QueryRows q, const float
 template <int kDh, int R>
 void backward_rows(int i0, const Head& hd, float* dq, const float* dout, QueryRows q,
                    const float* k, const float* att, const uint8_t* att_mask, float* dscore,
-                   HeadScratch& w) {
+                   HeadScratch& w, bool whole) {
   const int T = hd.T, D = hd.D, Dh = kDh ? kDh : hd.Dh, Tp = padded_tokens(T);
   const float* P = att + hd.att_offset + int64_t(i0) * T;
   const float* dO = dout + int64_t(i0) * D;
-  float* g = w.score;
+  float* g = whole ? w.score + int64_t(i0) * Tp : w.score;
   const float* used = P;  // (R, T) like P
 #if defined(__AVX512F__)
   if constexpr (kDh > 0) {
@@ -173,8 +172,8 @@ void backward_rows(int i0, const Head& hd, float* dq, const float* dout, QueryRo
       dispatch_vectors(Tp, [&](auto V) {
         attention_avx512::softmax_backward_rows<kDh, V(), R>(g, dO, D, w.kt, P, hd.scale, T);
       });
-      add_outer<kDh, R>(w.dv, P, T, dO, D, T, Dh);  // dV += P^T dO
-      return scores_backward<kDh, R>(i0, hd, dq, q, k, dscore, w);
+      if (!whole) add_outer<kDh, R>(w.dv, P, T, dO, D, T, Dh);  // dV += P^T dO
+      return scores_backward<kDh, R>(i0, hd, dq, q, k, dscore, w, g, whole);
     }
   }
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -187,8 +186,8 @@ void backward_rows(int i0, const Head& hd, float* dq, const float* dout, QueryRo
               g + int64_t(r) * Tp, Tp, dO + int64_t(r) * D, D, w.kt, Tp, P + int64_t(r) * T,
               hd.scale, T);
       });
-      add_outer<kDh, R>(w.dv, P, T, dO, D, T, Dh);  // dV += P^T dO
-      return scores_backward<kDh, R>(i0, hd, dq, q, k, dscore, w);
+      if (!whole) add_outer<kDh, R>(w.dv, P, T, dO, D, T, Dh);  // dV += P^T dO
+      return scores_backward<kDh, R>(i0, hd, dq, q, k, dscore, w, g, whole);
     }
   }
 #endif
@@ -212,7 +211,7 @@ void backward_rows(int i0, const Head& hd, float* dq, const float* dout, QueryRo
 #pragma omp simd
     for (int j = 0; j < T; ++j) gr[j] = pr[j] * (gr[j] - dot) * hd.scale;
   }
-  scores_backward<kDh, R>(i0, hd, dq, q, k, dscore, w);
+  scores_backward<kDh, R>(i0, hd, dq, q, k, dscore, w, g, false);
 }
 
 template <int kDh>
@@ -248,6 +247,34 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
   });
 }
 
+// Whether a head's backward keeps dS for all its rows (in w.score) and sums dK and dV once
+// over them (sum_whole_head) instead of a call of rows at a time: the dot forms in registers.
+template <int kDh>
+bool whole_head_sums(const Head& hd) {
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  if constexpr (kDh > 0 && kDh % attention_tiles::HeadVec::kLanes == 0)
+    return in_registers<kDh>(hd) &&
+           (hd.form == AttentionForm::scaled_dot || hd.form == AttentionForm::dot ||
+            hd.form == AttentionForm::lsa);
+#endif
+  (void)hd;
+  return false;
+}
+
+// dK = dS^T q and dV = P^T dO over the head's rows, into its columns of dqkv.
+template <int kDh>
+void sum_whole_head(const Head& hd, float* dk, float* dv, QueryRows q, const float* att,
+                    const float* dO, HeadScratch& w) {
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  if constexpr (kDh > 0 && kDh % attention_tiles::HeadVec::kLanes == 0) {
+    const int T = hd.T, D = hd.D;
+    attention_tiles::columns_times_x<kDh>(dk, 3 * D, w.score, padded_tokens(T), q.rows, q.ld, T);
+    attention_tiles::columns_times_x<kDh>(dv, 3 * D, att + hd.att_offset, T, dO, D, T);
+  }
+#endif
+  (void)hd, (void)dk, (void)dv, (void)q, (void)att, (void)dO, (void)w;
+}
+
 template <int kDh>
 void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, const float* dout,
                    const float* qkv, const float* att, const uint8_t* att_mask,
@@ -259,8 +286,11 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
   float *dq = dqkv + base, *dk = dq + D, *dv = dq + 2 * D;
   const float* dO = dout + int64_t(b) * T * D + h * Dh;
   transpose_head<kDh>(w.kt, v, 3 * D, T, Dh);  // V^T for dP' = dO V^T
-  std::fill_n(w.dk, int64_t(T) * Dh, 0.0f);
-  std::fill_n(w.dv, int64_t(T) * Dh, 0.0f);
+  const bool whole = whole_head_sums<kDh>(hd);
+  if (!whole) {
+    std::fill_n(w.dk, int64_t(T) * Dh, 0.0f);
+    std::fill_n(w.dv, int64_t(T) * Dh, 0.0f);
+  }
   // The head's columns of dqkv are set, not added to. The dot forms store dq row block by
   // row block; cosine and additive sum into dq (cosine into dK too), so those start at zero.
   if (hd.form == AttentionForm::cosine || hd.form == AttentionForm::additive)
@@ -282,7 +312,7 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
   // The additive form's backward sums its gradients over a call's rows before it adds them
   // on: pairing its rows would regroup those sums, so it takes calls of kRows and of one.
   for_row_steps<kRows>(T, hd.form != AttentionForm::additive, [&](int i, auto n) {
-    backward_rows<kDh, n()>(i, hd, dq, dO, rows, k, att, att_mask, dscore, w);
+    backward_rows<kDh, n()>(i, hd, dq, dO, rows, k, att, att_mask, dscore, w, whole);
   });
 
   if (hd.form == AttentionForm::cosine) {
@@ -301,6 +331,7 @@ void backward_head(int bh, int T, int D, int H, float* dqkv, float* dscore, cons
     for (int j = 0; j < T; ++j)
       for (int d = 0; d < Dh; ++d) dk[int64_t(j) * 3 * D + d] = w.dkt[int64_t(d) * Tp + j];
   }
+  if (whole) return sum_whole_head<kDh>(hd, dk, dv, rows, att, dO, w);
   const bool dk_in_rows = hd.form == AttentionForm::scaled_dot || hd.form == AttentionForm::dot ||
                           hd.form == AttentionForm::lsa || hd.additive_exps;  // else above
   if (dk_in_rows) copy_into_head_columns<kDh>(dk, 3 * D, w.dk, T, Dh);

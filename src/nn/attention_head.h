@@ -28,7 +28,8 @@ inline const float kMaxLogitScale = float(std::log(100.0));  // Swin v2's cap on
 // additive forms.
 struct HeadScratch {
   float* kt;     // (Dh, Tp) K^T, or V^T in backward; padding columns zero
-  float* score;  // (kRows, Tp) rows of scores, or of dP' in backward
+  float* score;  // (max(kRows, T), Tp) rows of scores, or of dP' in backward; every row's
+                 // dS where backward sums dK and dV over the whole head (whole_head_sums)
   float* used;   // (kRows, T) rows of P' = P * mask / (1 - p)
   float* dk;     // (T, Dh) dK (dkhat for cosine) for this head, added into dqkv at the end
   float* dv;     // (T, Dh) dV likewise
@@ -52,7 +53,7 @@ inline int64_t whole_lines(int64_t floats) { return (floats + 15) / 16 * 16; }
 // they take; with views == nullptr it only counts.
 inline int64_t lay_out_scratch(float* row, int T, int Dh, HeadScratch* views) {
   const int64_t Tp = padded_tokens(T), TD = int64_t(T) * Dh;
-  const int64_t sizes[kScratchViews] = {Dh * Tp, kRows * Tp, kRows * int64_t(T), TD, TD, TD,
+  const int64_t sizes[kScratchViews] = {Dh * Tp, std::max<int64_t>(kRows, T) * Tp, kRows * int64_t(T), TD, TD, TD,
                                         TD,      TD,         2 * int64_t(T),     Dh * Tp, Dh * Tp,
                                         TD,      Dh * Tp,    TD,                 2 * Tp};
   float* starts[kScratchViews];

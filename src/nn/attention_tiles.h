@@ -227,6 +227,58 @@ void rows_times_x_in_vectors(float* __restrict out, int ldo, const float* __rest
     }
   }
 }
+// out rows [j0, j0 + NJ) (row stride ldo) = sum over i < T of w[i][j] x_i, w (T, .) with row
+// stride ldw, x (T, kDh) with row stride ldx: each element summed over i in order from zero,
+// by FMA, as add_outer sums it a call of rows at a time.
+template <int kDh, int NJ>
+void columns_times_x_block(float* __restrict out, int ldo, const float* __restrict w, int ldw,
+                           const float* __restrict x, int ldx, int T, int j0) {
+  using V = HeadVec::V;
+  constexpr int kL = HeadVec::kLanes, kV = kDh / kL;
+  V acc[NJ][kV];
+#pragma GCC unroll 16
+  for (int jj = 0; jj < NJ; ++jj)
+#pragma GCC unroll 8
+    for (int v = 0; v < kV; ++v) acc[jj][v] = HeadVec::zero();
+  for (int i = 0; i < T; ++i) {
+    const float* wi = w + int64_t(i) * ldw + j0;
+    const float* xi = x + int64_t(i) * ldx;
+    V xv[kV];
+#pragma GCC unroll 8
+    for (int v = 0; v < kV; ++v) xv[v] = HeadVec::load(xi + kL * v);
+#pragma GCC unroll 16
+    for (int jj = 0; jj < NJ; ++jj) {
+      const V wj = HeadVec::broadcast(wi + jj);
+#pragma GCC unroll 8
+      for (int v = 0; v < kV; ++v) acc[jj][v] = HeadVec::fmadd(wj, xv[v], acc[jj][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int jj = 0; jj < NJ; ++jj)
+#pragma GCC unroll 8
+    for (int v = 0; v < kV; ++v) HeadVec::store(out + int64_t(j0 + jj) * ldo + kL * v, acc[jj][v]);
+}
+
+template <int kDh, int NJ>
+void columns_times_x_tail(int left, float* out, int ldo, const float* w, int ldw, const float* x,
+                          int ldx, int T, int j0) {
+  if constexpr (NJ >= 1) {
+    if (left == NJ) return columns_times_x_block<kDh, NJ>(out, ldo, w, ldw, x, ldx, T, j0);
+    return columns_times_x_tail<kDh, NJ - 1>(left, out, ldo, w, ldw, x, ldx, T, j0);
+  }
+}
+
+// out (T, kDh; row stride ldo) = w (T, T; row stride ldw)^T x (T, kDh; row stride ldx), for
+// head sizes of whole vectors: a head's dK = dS^T q and dV = P^T dO over all its rows.
+template <int kDh>
+void columns_times_x(float* out, int ldo, const float* w, int ldw, const float* x, int ldx,
+                     int T) {
+  constexpr int kAcc = HeadVec::kLanes == 16 ? 16 : 12;
+  constexpr int kJ = std::max(1, kAcc / (kDh / HeadVec::kLanes));
+  int j0 = 0;
+  for (; j0 + kJ <= T; j0 += kJ) columns_times_x_block<kDh, kJ>(out, ldo, w, ldw, x, ldx, T, j0);
+  if (j0 < T) columns_times_x_tail<kDh, kJ - 1>(T - j0, out, ldo, w, ldw, x, ldx, T, j0);
+}
 MINIVIT_INTRINSICS_END
 #endif
 
