@@ -53,9 +53,11 @@ inline int64_t whole_lines(int64_t floats) { return (floats + 15) / 16 * 16; }
 // they take; with views == nullptr it only counts.
 inline int64_t lay_out_scratch(float* row, int T, int Dh, HeadScratch* views) {
   const int64_t Tp = padded_tokens(T), TD = int64_t(T) * Dh;
-  const int64_t sizes[kScratchViews] = {Dh * Tp, std::max<int64_t>(kRows, T) * Tp, kRows * int64_t(T), TD, TD, TD,
-                                        TD,      TD,         2 * int64_t(T),     Dh * Tp, Dh * Tp,
-                                        TD,      Dh * Tp,    TD,                 2 * Tp};
+  const int64_t score_rows = std::max<int64_t>(kRows, T);
+  const int64_t sizes[kScratchViews] = {Dh * Tp, score_rows * Tp, kRows * int64_t(T), TD, TD, TD,
+                                        TD,      TD,              2 * int64_t(T),     Dh * Tp,
+                                        Dh * Tp, TD,              Dh * Tp,            TD,
+                                        2 * Tp};
   float* starts[kScratchViews];
   int64_t total = 0;
   for (int i = 0; i < kScratchViews; ++i) {

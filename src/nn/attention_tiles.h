@@ -227,6 +227,7 @@ void rows_times_x_in_vectors(float* __restrict out, int ldo, const float* __rest
     }
   }
 }
+
 // out rows [j0, j0 + NJ) (row stride ldo) = sum over i < T of w[i][j] x_i, w (T, .) with row
 // stride ldw, x (T, kDh) with row stride ldx: each element summed over i in order from zero,
 // by FMA, as add_outer sums it a call of rows at a time.
@@ -256,9 +257,11 @@ void columns_times_x_block(float* __restrict out, int ldo, const float* __restri
 #pragma GCC unroll 16
   for (int jj = 0; jj < NJ; ++jj)
 #pragma GCC unroll 8
-    for (int v = 0; v < kV; ++v) HeadVec::store(out + int64_t(j0 + jj) * ldo + kL * v, acc[jj][v]);
+    for (int v = 0; v < kV; ++v)
+      HeadVec::store(out + int64_t(j0 + jj) * ldo + kL * v, acc[jj][v]);
 }
 
+// columns_times_x_block for the last `left` rows, left <= NJ.
 template <int kDh, int NJ>
 void columns_times_x_tail(int left, float* out, int ldo, const float* w, int ldw, const float* x,
                           int ldx, int T, int j0) {
