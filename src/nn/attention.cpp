@@ -234,8 +234,7 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
     if (!hd.additive_exps) transpose_head<kDh>(w.kt, q + D, 3 * D, T, Dh);  // K^T
   }
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-  constexpr int kLanes = attention_short_tail::kLanes;
-  if constexpr (kDh > 0 && kDh % kLanes == 0) {
+  if constexpr (attention_tiles::whole_vectors<kDh>()) {
     if (in_registers<kDh>(hd) &&
         (hd.form != AttentionForm::additive || attention_short_tail::kAdditiveTails) &&
         attention_short_tail::forward_short_tail_head<kDh>(hd, o, att, rows, q + 2 * D, w))
@@ -251,14 +250,9 @@ void forward_head(int bh, int T, int D, int H, float* out, float* att, uint8_t* 
 // over them (sum_whole_head) instead of a call of rows at a time: the dot forms in registers.
 template <int kDh>
 bool whole_head_sums(const Head& hd) {
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-  if constexpr (kDh > 0 && kDh % attention_tiles::HeadVec::kLanes == 0)
-    return in_registers<kDh>(hd) &&
-           (hd.form == AttentionForm::scaled_dot || hd.form == AttentionForm::dot ||
-            hd.form == AttentionForm::lsa);
-#endif
-  (void)hd;
-  return false;
+  return attention_tiles::whole_vectors<kDh>() && in_registers<kDh>(hd) &&
+         (hd.form == AttentionForm::scaled_dot || hd.form == AttentionForm::dot ||
+          hd.form == AttentionForm::lsa);
 }
 
 // dK = dS^T q and dV = P^T dO over the head's rows, into its columns of dqkv.
@@ -266,7 +260,7 @@ template <int kDh>
 void sum_whole_head(const Head& hd, float* dk, float* dv, QueryRows q, const float* att,
                     const float* dO, HeadScratch& w) {
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-  if constexpr (kDh > 0 && kDh % attention_tiles::HeadVec::kLanes == 0) {
+  if constexpr (attention_tiles::whole_vectors<kDh>()) {
     const int T = hd.T, D = hd.D;
     attention_tiles::columns_times_x<kDh>(dk, 3 * D, w.score, padded_tokens(T), q.rows, q.ld, T);
     attention_tiles::columns_times_x<kDh>(dv, 3 * D, att + hd.att_offset, T, dO, D, T);

@@ -51,12 +51,27 @@ struct HeadVec {
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
 #endif
 };
+MINIVIT_INTRINSICS_END
+#endif
 
+// Whether a head size is whole vectors of the level's floats, which the sums in named vector
+// registers below take; never at a level without them.
+template <int kDh>
+constexpr bool whole_vectors() {
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  return kDh > 0 && kDh % HeadVec::kLanes == 0;
+#else
+  return false;
+#endif
+}
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+MINIVIT_INTRINSICS_BEGIN
 // Whether rows_times_x runs in named vector registers: head sizes of whole vectors whose
 // sums fit the registers (at AVX-512 two sums a row always, 16 vectors at most).
 template <int kDh, int R>
 constexpr bool sums_in_vectors() {
-  if (kDh % HeadVec::kLanes != 0) return false;
+  if (!whole_vectors<kDh>()) return false;
 #if defined(__AVX512F__)
   return R * (kDh / HeadVec::kLanes) <= 8;
 #else
