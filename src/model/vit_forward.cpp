@@ -107,7 +107,10 @@ static void embed_forward_chunk(const ViT& model, Activations& acts, const float
 }
 
 // A chunk of images [b0, b0 + n) in block l's forward: the block, its rates (p_block: its
-// drop-path rate), the chunk's shapes and dropout streams (from sample `first`).
+// drop-path rate), the chunk's shapes and dropout streams (from sample `first`), and the
+// window of its BT token rows that the layers outside the attention core take: all of them,
+// or one thread's share where the threads of a region split the chunk (forward_split,
+// evaluation: no dropout or drop path, whose draws go by image).
 struct ChunkForward : ChunkShape {
   const ViT& model;
   Activations& acts;
@@ -119,6 +122,7 @@ struct ChunkForward : ChunkShape {
   Products products;
   const BlockParams& bw;
   const BlockActivations& a;
+  int r0 = 0, rows = BT;  // the window: rows [r0, r0 + rows) of the chunk's BT
 
   ChunkForward(const ViT& model, Activations& acts, int l, int b0, int n, bool training, float p,
                float p_att, float p_block, uint64_t dropout_key, int64_t first,
@@ -129,6 +133,13 @@ struct ChunkForward : ChunkShape {
         a(acts.blocks[size_t(l)]) {}
 
   uint64_t key(DropoutSite site) const { return rng_key(dropout_key, uint64_t(l), site); }
+  // A buffer of `width` floats a token row at the window's first row; null stays null.
+  template <class V>
+  V* row(V* buffer, int64_t width) const {
+    return buffer ? buffer + (int64_t(b0) * T + r0) * width : buffer;
+  }
+  // The dropout stream's index of the window's first element, `width` floats a row.
+  int64_t first_element(int64_t width) const { return (first * T + r0) * width; }
   LinearWeight weight(const float* rows, const float* transposed) const {
     return LinearWeight{rows, acts.weight_columns(transposed)};
   }
@@ -142,59 +153,72 @@ static void residual_branch(const ChunkForward& k, float* out, const float* resi
                             uint8_t* mask, DropoutSite drop_site, float* path_scale,
                             DropoutSite path_site) {
   if (k.p == 0.0f && k.p_block == 0.0f)
-    return linear_residual_forward(out, inp, weight, bias, residual, k.BT, I, k.D, k.products);
-  float* branch = k.at(k.acts.branch, k.TD);
-  linear_forward(branch, inp, weight, bias, k.BT, I, k.D, k.products);
-  dropout_forward(branch, mask, branch, int64_t(k.BT) * k.D, k.p, k.key(drop_site),
-                  k.first * k.TD);
-  if (k.p_block > 0.0f)
+    return linear_residual_forward(out, inp, weight, bias, residual, k.rows, I, k.D, k.products);
+  float* branch = k.row(k.acts.branch, k.D);
+  linear_forward(branch, inp, weight, bias, k.rows, I, k.D, k.products);
+  dropout_forward(branch, mask, branch, int64_t(k.rows) * k.D, k.p, k.key(drop_site),
+                  k.first_element(k.D));
+  if (k.p_block > 0.0f)  // by image: the window is the whole chunk
     drop_path_forward(branch, path_scale, k.n, k.TD, k.p_block, k.key(path_site), k.first);
-  residual_add(out, residual, branch, k.BT, k.D);
+  residual_add(out, residual, branch, k.rows, k.D);
 }
 
-// x_mid = x + drop_path(drop(proj(attn(LN1(x))))), into a.resid_mid.
-static void attention_forward_rows(const ChunkForward& k) {
-  const ModelConfig& c = k.model.config;
+// LN1(x) and its qkv product, on the window's rows.
+static void norm_qkv_rows(const ChunkForward& k) {
   const BlockParams& bw = k.bw;
   const BlockActivations& a = k.a;
-  const float* x = k.at(a.x, k.TD);
-  float *ln1 = k.at(a.ln1, k.TD), *qkv = k.at(a.qkv, 3 * k.TD);
-  float* att_out = k.at(a.att_out, k.TD);
-  layernorm_forward(ln1, k.at(a.ln1_mean, k.T), k.at(a.ln1_rstd, k.T), x, bw.norm1_w,
-                    bw.norm1_b, k.BT, k.D);
-  linear_forward(qkv, ln1, k.weight(bw.qkv_w, a.qkv_w_t), bw.qkv_b, k.BT, k.D, 3 * k.D,
-                 k.products);
+  float* ln1 = k.row(a.ln1, k.D);
+  layernorm_forward(ln1, k.row(a.ln1_mean, 1), k.row(a.ln1_rstd, 1), k.row(a.x, k.D),
+                    bw.norm1_w, bw.norm1_b, k.rows, k.D);
+  linear_forward(k.row(a.qkv, 3 * k.D), ln1, k.weight(bw.qkv_w, a.qkv_w_t), bw.qkv_b, k.rows,
+                 k.D, 3 * k.D, k.products);
+}
+
+static AttentionScore attention_score(const ModelConfig& c, const BlockParams& bw) {
+  return AttentionScore{c.attention, bw.additive_v, bw.logit_scale};
+}
+
+// x_mid = x + drop_path(drop(proj(attention))), into a.resid_mid, on the window's rows.
+static void proj_rows(const ChunkForward& k) {
+  const BlockActivations& a = k.a;
+  residual_branch(k, k.row(a.resid_mid, k.D), k.row(a.x, k.D), k.row(a.att_out, k.D),
+                  k.weight(k.bw.proj_w, a.proj_w_t), k.bw.proj_b, k.D, k.row(a.proj_mask, k.D),
+                  kSiteProj, k.at(a.path_scale_att, 1), kSitePathAtt);
+}
+
+// x_mid = x + drop_path(drop(proj(attn(LN1(x))))), into a.resid_mid: the whole chunk.
+static void attention_forward_rows(const ChunkForward& k) {
+  const BlockActivations& a = k.a;
+  norm_qkv_rows(k);
   {
     AttentionTimer timer(k.acts.profile);
-    const AttentionScore score{c.attention, bw.additive_v, bw.logit_scale};
-    attention_forward(att_out, k.at(a.att, k.HTT), k.at(a.att_mask, k.HTT), qkv, k.n, k.T, k.D,
-                      k.H, score, k.p_att, k.key(kSiteAttention), k.acts.attention_scratch,
-                      k.acts.attention_slots, k.first * k.HTT);
+    attention_forward(k.at(a.att_out, k.TD), k.at(a.att, k.HTT), k.at(a.att_mask, k.HTT),
+                      k.at(a.qkv, 3 * k.TD), k.n, k.T, k.D, k.H,
+                      attention_score(k.model.config, k.bw), k.p_att, k.key(kSiteAttention),
+                      k.acts.attention_scratch, k.acts.attention_slots, k.first * k.HTT);
   }
-  residual_branch(k, k.at(a.resid_mid, k.TD), x, att_out, k.weight(bw.proj_w, a.proj_w_t),
-                  bw.proj_b, k.D, k.at(a.proj_mask, k.TD), kSiteProj, k.at(a.path_scale_att, 1),
-                  kSitePathAtt);
+  proj_rows(k);
 }
 
 // x_next = x_mid + drop_path(drop(fc2(drop(GELU(fc1(LN2(x_mid))))))), into the next block's
-// x (or x_final).
+// x (or x_final), on the window's rows.
 static void mlp_forward_rows(const ChunkForward& k) {
   const ModelConfig& c = k.model.config;
   const BlockParams& bw = k.bw;
   const BlockActivations& a = k.a;
-  const float* resid_mid = k.at(a.resid_mid, k.TD);
-  float* ln2 = k.at(a.ln2, k.TD);
-  float *fc1 = k.at(a.fc1, k.TM), *fc2_in = k.at(a.fc2_in, k.TM);
+  const float* resid_mid = k.row(a.resid_mid, k.D);
+  float* ln2 = k.row(a.ln2, k.D);
+  float *fc1 = k.row(a.fc1, k.M), *fc2_in = k.row(a.fc2_in, k.M);
   float* x_next =
-      k.at(k.l + 1 < c.depth ? k.acts.blocks[size_t(k.l) + 1].x : k.acts.x_final, k.TD);
-  layernorm_forward(ln2, k.at(a.ln2_mean, k.T), k.at(a.ln2_rstd, k.T), resid_mid, bw.norm2_w,
-                    bw.norm2_b, k.BT, k.D);
-  linear_gelu_forward(fc1, fc2_in, ln2, k.weight(bw.fc1_w, a.fc1_w_t), bw.fc1_b, k.BT, k.D, k.M,
-                      k.products, k.training);
-  dropout_forward(fc2_in, k.at(a.gelu_mask, k.TM), fc2_in, int64_t(k.BT) * k.M, k.p,
-                  k.key(kSiteGelu), k.first * k.TM);
+      k.row(k.l + 1 < c.depth ? k.acts.blocks[size_t(k.l) + 1].x : k.acts.x_final, k.D);
+  layernorm_forward(ln2, k.row(a.ln2_mean, 1), k.row(a.ln2_rstd, 1), resid_mid, bw.norm2_w,
+                    bw.norm2_b, k.rows, k.D);
+  linear_gelu_forward(fc1, fc2_in, ln2, k.weight(bw.fc1_w, a.fc1_w_t), bw.fc1_b, k.rows, k.D,
+                      k.M, k.products, k.training);
+  dropout_forward(fc2_in, k.row(a.gelu_mask, k.M), fc2_in, int64_t(k.rows) * k.M, k.p,
+                  k.key(kSiteGelu), k.first_element(k.M));
   residual_branch(k, x_next, resid_mid, fc2_in, k.weight(bw.fc2_w, a.fc2_w_t), bw.fc2_b, k.M,
-                  k.at(a.fc2_mask, k.TD), kSiteFc2, k.at(a.path_scale_mlp, 1), kSitePathMlp);
+                  k.row(a.fc2_mask, k.D), kSiteFc2, k.at(a.path_scale_mlp, 1), kSitePathMlp);
 }
 
 // Images [b0, b0 + n) of the batch through block l, from its input x to the next block's
@@ -255,6 +279,55 @@ static void forward_chunk(const ViT& model, Activations& acts, const float* imag
   head_forward_rows(model, acts, b0, n, training);
 }
 
+// A batch of one chunk (kChunkImages images or fewer: a prediction of a few, one image's
+// latency) would go to one thread whole (for_each_chunk), its layers too small to split
+// each in a region of its own. Its threads split it in one region instead: LayerNorm and
+// the products by rows, the attention core by (image, head) pairs, with a barrier on each
+// side of the core, which reads every row of an image. Products cut by rows round as whole
+// ones on minivit's kernels (gemm.h), so the bits are those of one thread; OpenBLAS's would
+// round the cut rows otherwise, so under it the chunk stays on one thread. Each thread
+// takes kMinSplitRows rows at least, about three of the kernels' tiles.
+constexpr int kMinSplitRows = 16;
+
+static int split_threads(const ModelConfig& c, const Activations& acts, int B,
+                         Products products) {
+  if (B > kChunkImages || products.kernels == GemmKernels::openblas || omp_in_parallel())
+    return 1;
+  const int rows = B * c.pass_tokens(false);
+  return std::max(1, std::min({num_threads(), acts.attention_slots, rows / kMinSplitRows,
+                               B * c.heads}));
+}
+
+// The evaluation forward of a batch of one chunk on `threads` threads (split_threads).
+static void forward_split(const ViT& model, Activations& acts, const float* images, int B,
+                          int threads, Products products) {
+  const ModelConfig& c = model.config;
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), team = omp_get_num_threads();
+#pragma omp single
+    embed_forward_chunk(model, acts, images, 0, B, false, 0, 0);
+    for (int l = 0; l < c.depth; ++l) {
+      ChunkForward k(model, acts, l, 0, B, false, 0.0f, 0.0f, 0.0f, 0, 0, products);
+      k.r0 = k.BT * t / team;
+      k.rows = k.BT * (t + 1) / team - k.r0;
+      norm_qkv_rows(k);
+#pragma omp barrier
+      const int pairs = B * k.H;
+      attention_forward_pairs(k.at(k.a.att_out, k.TD), k.at(k.a.att, k.HTT),
+                              k.at(k.a.qkv, 3 * k.TD), k.T, k.D, k.H, attention_score(c, k.bw),
+                              acts.attention_scratch, acts.attention_slots, pairs * t / team,
+                              pairs * (t + 1) / team);
+#pragma omp barrier
+      proj_rows(k);
+      mlp_forward_rows(k);
+    }
+#pragma omp barrier
+#pragma omp single
+    head_forward_rows(model, acts, 0, B, false);
+  }
+}
+
 void vit_forward(const ViT& model, Activations& acts, const float* images, int B, bool training,
                  uint64_t dropout_key, int first_sample) {
   const ModelConfig& c = model.config;
@@ -266,10 +339,15 @@ void vit_forward(const ViT& model, Activations& acts, const float* images, int B
   if (training || acts.forward_weights_held != model.weights.data())
     make_forward_weights(model, acts);
 
-  for_each_chunk(B, acts.attention_slots, [&](int b0, int n) {
-    forward_chunk(model, acts, images, b0, n, training, p, p_att, p_path, dropout_key,
-                  first_sample, acts.products(training));
-  });
+  const Products products = acts.products(training);
+  const int split = training ? 1 : split_threads(c, acts, B, products);
+  if (split > 1)
+    forward_split(model, acts, images, B, split, products);
+  else
+    for_each_chunk(B, acts.attention_slots, [&](int b0, int n) {
+      forward_chunk(model, acts, images, b0, n, training, p, p_att, p_path, dropout_key,
+                    first_sample, products);
+    });
   acts.forward_batch = B;
   acts.forward_was_training = training;
 }

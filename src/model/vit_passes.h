@@ -28,7 +28,8 @@ constexpr int kChunkImages = 8;
 
 // Calls chunk(b0, n) for the chunks of a batch of B: across the pool, on as many threads as
 // there are chunks at most (and at most `slots`, the attention core's scratch), or, for a
-// single chunk, on the calling thread, its layers then splitting their rows. Fewer chunks
+// single chunk, on the calling thread, its layers then splitting their rows (an evaluation
+// forward splits such a chunk itself, in one region: vit_forward.cpp). Fewer chunks
 // than threads still run a chunk per thread: splitting each chunk's rows over 16 threads
 // instead made the evaluation of 64 images at a time 14x slower than on 8 threads, slower
 // than on one (a region per layer, each with a few rows a thread). The chunks go to whichever

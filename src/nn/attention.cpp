@@ -353,11 +353,13 @@ void dispatch_head_size(int Dh, Run&& run) {
                          " threads");
 }
 
-// Calls per_head(kDh, bh, scratch) for every (batch, head) bh < BH across the thread pool,
-// with kDh a std::integral_constant: the head size when it is one compiled for, else 0.
-// Thread i works in row i of `scratch` (slots rows of attention_scratch_floats(T, Dh)).
+// Calls per_head(kDh, bh, scratch) for every (batch, head) bh in [pair_begin, pair_end)
+// across the thread pool, with kDh a std::integral_constant: the head size when it is one
+// compiled for, else 0. Thread i works in row i of `scratch` (slots rows of
+// attention_scratch_floats(T, Dh)).
 template <typename PerHead>
-void for_each_head(int BH, int T, int Dh, float* scratch, int slots, PerHead&& per_head) {
+void for_each_head(int pair_begin, int pair_end, int T, int Dh, float* scratch, int slots,
+                   PerHead&& per_head) {
   const int64_t row_floats = attention_scratch_floats(T, Dh);
   auto prepare = [&](int slot) {
     HeadScratch w;
@@ -377,7 +379,7 @@ void for_each_head(int BH, int T, int Dh, float* scratch, int slots, PerHead&& p
     if (slot >= slots) throw_scratch_slots(slot, slots);
     auto run_here = [&](auto kDh) {
       HeadScratch w = prepare(slot);
-      for (int bh = 0; bh < BH; ++bh) per_head(kDh, bh, w);
+      for (int bh = pair_begin; bh < pair_end; ++bh) per_head(kDh, bh, w);
     };
     return dispatch_head_size(Dh, run_here);
   }
@@ -386,7 +388,7 @@ void for_each_head(int BH, int T, int Dh, float* scratch, int slots, PerHead&& p
     {
       HeadScratch w = prepare(omp_get_thread_num());
 #pragma omp for schedule(static)
-      for (int bh = 0; bh < BH; ++bh) per_head(kDh, bh, w);
+      for (int bh = pair_begin; bh < pair_end; ++bh) per_head(kDh, bh, w);
     }
   };
   dispatch_head_size(Dh, run);
@@ -402,10 +404,19 @@ void attention_forward(float* out, float* att, uint8_t* att_mask, const float* q
                        int T, int D, int H, const AttentionScore& score, float dropout_p,
                        uint64_t dropout_key, float* scratch, int slots,
                        int64_t mask_first_index) {
-  for_each_head(B * H, T, D / H, scratch, slots, [&](auto kDh, int bh, HeadScratch& w) {
+  for_each_head(0, B * H, T, D / H, scratch, slots, [&](auto kDh, int bh, HeadScratch& w) {
     forward_head<kDh()>(bh, T, D, H, out, att, att_mask, qkv, score, dropout_p, dropout_key,
                         mask_first_index, w);
   });
+}
+
+void attention_forward_pairs(float* out, float* att, const float* qkv, int T, int D, int H,
+                             const AttentionScore& score, float* scratch, int slots,
+                             int pair_begin, int pair_end) {
+  for_each_head(pair_begin, pair_end, T, D / H, scratch, slots,
+                [&](auto kDh, int bh, HeadScratch& w) {
+                  forward_head<kDh()>(bh, T, D, H, out, att, nullptr, qkv, score, 0.0f, 0, 0, w);
+                });
 }
 
 void attention_backward(float* dqkv, const AttentionScoreGrad& dscore, const float* dout,
@@ -423,7 +434,7 @@ void attention_backward_pairs(float* dqkv, const AttentionScoreGrad& dscore, con
                               float dropout_p, float* scratch, int slots) {
   const int Dh = D / H;
   const bool learned = attention_has_score_params(score.form);
-  for_each_head(B * H, T, Dh, scratch, slots, [&](auto kDh, int bh, HeadScratch& w) {
+  for_each_head(0, B * H, T, Dh, scratch, slots, [&](auto kDh, int bh, HeadScratch& w) {
     float* share = learned ? dscore.per_pair + int64_t(bh) * Dh : nullptr;
     backward_head<kDh()>(bh, T, D, H, dqkv, share, dout, qkv, att, att_mask, score, dropout_p,
                          w);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "model_gradcheck.h"
+#include "minivit/kernels/compute.h"
 #include "minivit/model/optimizer.h"
 #include "minivit/model/train_step.h"
 #include "minivit/model/vit.h"
@@ -225,5 +226,59 @@ TEST_CASE("each image's logits in a batch of 20 are those it gets alone", "[mode
     for (int k = 0; k < c.num_classes; ++k)
       CHECK(batch.logits[b * c.num_classes + k] ==
             Approx(alone.logits[k]).epsilon(1e-5).margin(1e-6));
+  }
+}
+
+// A batch of one chunk (8 images or fewer) splits its layers across the threads in
+// evaluation (vit_forward.cpp's forward_split): rows to each LayerNorm and product, (image,
+// head) pairs to the attention core. What the pass leaves must be one thread's, bit for
+// bit, at each level whose kernels this CPU runs, in every attention form and pooling.
+TEST_CASE("a few images' evaluation forward on two threads gives one thread's bits",
+          "[model]") {
+  ModelConfig base = tiny_model_config();
+  base.image_size = 28;
+  base.channels = 1;
+  base.patch_size = 4;  // 49 patches: at least 16 rows a thread on two
+  base.dim = 64;
+  base.heads = 4;
+  base.mlp_dim = 128;
+  base.num_classes = 10;
+  std::vector<ModelConfig> forms(4, base);
+  forms[1].pool = PoolKind::mean;
+  forms[1].attention = AttentionForm::additive;
+  forms[2].pool = PoolKind::seq;
+  forms[2].attention = AttentionForm::lsa;
+  forms[2].pos_embed = PosEmbedKind::sincos2d;
+  forms[3].patch_embed = PatchEmbedKind::conv;
+  forms[3].stem_channels = 16;
+  forms[3].attention = AttentionForm::cosine;
+  for (GemmKernels kernels : {GemmKernels::avx512, GemmKernels::avx2}) {
+    const std::optional<Compute> compute = Compute::with_kernels(kernels);
+    if (!compute) continue;
+    for (size_t f = 0; f < forms.size(); ++f) {
+      const ModelConfig& c = forms[f];
+      ViT model(c);
+      model.init(9);
+      for (int B : {1, 3, 8}) {
+        INFO("kernels " << compute->kernels_name() << ", form " << f << ", batch " << B);
+        const int64_t image_len = int64_t(c.image_size) * c.image_size;
+        const auto images = random_vector(size_t(B * image_len), 1.0f, 31);
+        auto forward = [&](int threads) {
+          Activations acts(c, B, ActivationsFor::evaluation);
+          acts.compute = *compute;
+          acts.compute.threads = threads;
+          vit_forward(model, acts, images.data(), B, false, 0);
+          const int T = c.tokens(), D = c.dim;
+          std::vector<float> left(acts.logits, acts.logits + B * c.num_classes);
+          left.insert(left.end(), acts.x_final, acts.x_final + int64_t(B) * T * D);
+          // The last block's attention, in the buffers the blocks share in evaluation.
+          const float* att = acts.blocks[0].att;
+          left.insert(left.end(), att, att + int64_t(B) * c.heads * T * T);
+          return left;
+        };
+        const std::vector<float> one = forward(1), two = forward(2);
+        CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+      }
+    }
   }
 }

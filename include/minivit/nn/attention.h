@@ -65,6 +65,13 @@ void attention_forward(float* out, float* att, uint8_t* att_mask, const float* q
                        uint64_t dropout_key, float* scratch, int slots,
                        int64_t mask_first_index = 0);
 
+// attention_forward without dropout for the (batch, head) pairs [pair_begin, pair_end) of
+// the batch alone, on the calling thread in its slot of `scratch`: for the threads of a
+// region that split one chunk's heads between them (model/vit_forward.cpp).
+void attention_forward_pairs(float* out, float* att, const float* qkv, int T, int D, int H,
+                             const AttentionScore& score, float* scratch, int slots,
+                             int pair_begin, int pair_end);
+
 // Sets dqkv (B, T, 3D), whatever it held; adds into the score parameters' gradients.
 void attention_backward(float* dqkv, const AttentionScoreGrad& dscore, const float* dout,
                         const float* qkv, const float* att, const uint8_t* att_mask, int B,
