@@ -44,6 +44,14 @@ static void announce(const BenchSetup& s, const BenchOptions& opt, const std::st
 
 // --threads-sweep: the same measurement at each thread count, as a table with the scaling
 // over one thread beside the sgemm rate's, so a machine's scaling shows at a glance.
+// The latency line: one image at a time, on --latency-threads threads.
+static void print_latency(const BenchOptions& opt, const Latency& latency) {
+  std::printf("latency  batch 1, %d thread%s: median %.3f ms, p99 %.3f ms over %d images "
+              "(forward only)\n",
+              opt.latency_threads, opt.latency_threads == 1 ? "" : "s", latency.median_ms,
+              latency.p99_ms, opt.latency_images);
+}
+
 static int run_threads_sweep(BenchSetup& s, const BenchOptions& opt) {
   const BenchSteps steps{opt.steps, opt.warmup};
   announce(s, opt, "threads swept");
@@ -71,9 +79,9 @@ static int run_threads_sweep(BenchSetup& s, const BenchOptions& opt) {
   const int cores = max_work_blocks();
   Latency latency;
   if (opt.latency_images > 0) {
-    latency = measure_latency_on_one_thread(s.model, s.acts.compute, opt.latency_images);
-    std::printf("latency  batch 1, 1 thread: median %.3f ms, p99 %.3f ms over %d images (forward only)\n",
-                latency.median_ms, latency.p99_ms, opt.latency_images);
+    latency = measure_latency_on_threads(s.model, s.acts.compute, opt.latency_images,
+                                         opt.latency_threads);
+    print_latency(opt, latency);
   }
   std::printf("gemm kernels %s, %d cores, batch %d\n", s.acts.compute.kernels_name().c_str(), cores, s.B);
   if (!opt.json_path.empty()) {
@@ -85,6 +93,7 @@ static int run_threads_sweep(BenchSetup& s, const BenchOptions& opt) {
                         {"blas_kernels", blas_kernel_name()}, {"config", opt.config_path},
                         {"latency_images", opt.latency_images}, {"rounds", opt.rounds}};
     if (opt.latency_images > 0) {
+      j["latency_threads"] = opt.latency_threads;
       j["latency_median_ms"] = latency.median_ms;
       j["latency_p99_ms"] = latency.p99_ms;
     }
@@ -169,9 +178,7 @@ static void print_report(const BenchSetup& s, const BenchOptions& opt, const Ben
                 s.config.train.unmasked_epochs);
   std::printf("eval   %8.1f img/s  %6.1f GFLOP/s  (%4.1f%% of sgemm)  %.2f ms/batch\n", t.eval_ips,
               t.eval_gflops, t.eval_percent, 1e3 * t.eval_s / opt.steps);
-  if (opt.latency_images > 0)
-    std::printf("latency  batch 1, 1 thread: median %.3f ms, p99 %.3f ms over %d images (forward only)\n",
-                r.latency.median_ms, r.latency.p99_ms, opt.latency_images);
+  if (opt.latency_images > 0) print_latency(opt, r.latency);
   if (opt.loader)
     std::printf("loader %8.1f img/s  %.3f ms/batch on one thread, %.1fx the training step's rate "
                 "(%s, %lld training images)\n",
@@ -250,6 +257,7 @@ static nlohmann::json report_json(const BenchSetup& s, const BenchOptions& opt,
   j["each_round"] = rounds_json(r.rounds, r.every_patch, r.openblas_too, r.bf16);
   j["latency_images"] = opt.latency_images;  // 0: not measured, and no latency figures
   if (opt.latency_images > 0) {
+    j["latency_threads"] = opt.latency_threads;
     j["latency_median_ms"] = r.latency.median_ms;
     j["latency_p99_ms"] = r.latency.p99_ms;
   }
@@ -264,6 +272,9 @@ int run_bench(const BenchOptions& opt) {
   if (opt.latency_images < 0)
     throw Error("--latency-images: must be 0 (skip the latency measurement) or more, got " +
                 std::to_string(opt.latency_images));
+  if (opt.latency_threads < 1)
+    throw Error("--latency-threads: must be at least 1, got " +
+                std::to_string(opt.latency_threads));
   BenchSetup s(config);
   if (opt.threads_sweep) return run_threads_sweep(s, opt);
 
@@ -281,7 +292,8 @@ int run_bench(const BenchOptions& opt) {
   r.rounds = measure_rounds(s, steps, opt.rounds, extras);
   r.bf16 = r.rounds.best.bf16_gemm > 0;
   if (opt.latency_images > 0)
-    r.latency = measure_latency_on_one_thread(s.model, s.acts.compute, opt.latency_images);
+    r.latency = measure_latency_on_threads(s.model, s.acts.compute, opt.latency_images,
+                                           opt.latency_threads);
   if (opt.loader) r.loader = measure_loader_rate(config, std::max(opt.steps, 20));
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);

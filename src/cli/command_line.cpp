@@ -198,8 +198,11 @@ void CommandLine::add_bench() {
                       "ranges: on a machine others share, the best of several rounds is the "
                       "closest to its own rate (default 1)");
   command->add_option("--latency-images", bench.latency_images,
-                      "Single images timed one by one for the latency line: batch 1, one "
-                      "thread, median and 99th percentile (default 1000, 0 skips it)");
+                      "Single images timed one by one for the latency line: batch 1, median "
+                      "and 99th percentile (default 1000, 0 skips it)");
+  command->add_option("--latency-threads", bench.latency_threads,
+                      "Threads each of those images runs on (default 1, what one core gives; "
+                      "on more, each image's layers split across them)");
   command->add_flag("--threads-sweep", bench.threads_sweep,
                     "Measure at 1, 2, 4, ... threads up to the machine's cores (ignoring "
                     "train.threads) and print one row per count: images/s, the sgemm rate on "
@@ -226,7 +229,8 @@ void CommandLine::add_bench() {
       "With model.patch_drop, training steps see the kept patches only; a config that ends "
       "on every patch (train.unmasked_epochs) gets a second train line for those steps. "
       "The latency line is what an embedded user waits for one prediction: one image at a "
-      "time on one thread, forward only, after a warm-up, over a cycle of different images.");
+      "time on one thread (--latency-threads for more), forward only, after a warm-up, over "
+      "a cycle of different images.");
 }
 
 void CommandLine::add_export() {

@@ -168,12 +168,12 @@ BenchRounds measure_rounds(BenchSetup& s, const BenchSteps& opt, int rounds,
   return result;
 }
 
-// Latency on one thread: the passes' Compute says so, and the caller's pool is left as it was.
-Latency measure_latency_on_one_thread(const ViT& model, const Compute& compute,
-                                             int images) {
-  Compute one_thread = compute;
-  one_thread.threads = 1;
-  return measure_latency(model, one_thread, images);
+// The passes' Compute holds the thread count, and the caller's pool is left as it was.
+Latency measure_latency_on_threads(const ViT& model, const Compute& compute, int images,
+                                   int threads) {
+  Compute on_threads = compute;
+  on_threads.threads = threads;
+  return measure_latency(model, on_threads, images);
 }
 
 BenchSetup::BenchSetup(const Config& c)

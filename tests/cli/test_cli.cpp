@@ -526,13 +526,29 @@ TEST_CASE("bench reports single-image latency, and --latency-images sets or skip
   SECTION("--help names the option") {
     const RunResult r = run_minivit("bench --help");
     CHECK(r.exit_code == 0);
-    CHECK_THAT(r.out, Contains("--latency-images") && Contains("99th percentile"));
+    CHECK_THAT(r.out, Contains("--latency-images") && Contains("99th percentile") &&
+                          Contains("--latency-threads"));
   }
 
   SECTION("a negative count is an error naming the option, before any work, and no JSON") {
     const RunResult r = run_minivit(args + " --latency-images -1");
     check_bench_refused(r, "--latency-images: must be 0", json);
     CHECK_THAT(r.err, Contains("got -1"));
+  }
+
+  SECTION("--latency-threads 2: the line and the JSON name two threads") {
+    const RunResult r = run_minivit(args + " --latency-images 50 --latency-threads 2");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Contains("latency  batch 1, 2 threads: median "));
+    const auto j = nlohmann::json::parse(read_text(json));
+    CHECK(j.at("latency_threads").get<int>() == 2);
+    CHECK(j.at("latency_median_ms").get<double>() > 0);
+  }
+
+  SECTION("--latency-threads 0 is an error naming the option, before any work, and no JSON") {
+    const RunResult r = run_minivit(args + " --latency-threads 0");
+    check_bench_refused(r, "--latency-threads: must be at least 1, got 0", json);
   }
 }
 

@@ -58,7 +58,8 @@ struct BenchOptions {
   int steps = 20;   // timed training steps and evaluation batches
   int warmup = 3;
   int rounds = 1;   // the whole measurement this many times, the best of each rate printed
-  int latency_images = 1000;  // batch-1, one-thread forwards timed one by one; 0 skips them
+  int latency_images = 1000;  // batch-1 forwards timed one by one; 0 skips them
+  int latency_threads = 1;    // threads each of those forwards runs on
   bool threads_sweep = false;  // measure at 1, 2, 4, ... threads up to the cores, as a table
   bool loader = false;  // also time the config's real training batches on one thread
   std::string json_path;

@@ -107,8 +107,10 @@ struct BenchRounds {
 BenchRounds measure_rounds(BenchSetup& s, const BenchSteps& opt, int rounds,
                            RoundExtras extras = {});
 
-// Over `images` forwards on one thread (the Compute's own count, the pool left as it was).
-Latency measure_latency_on_one_thread(const ViT& model, const Compute& compute, int images);
+// Over `images` forwards on `threads` threads (the Compute's own count, the pool left as it
+// was): on more than one, each image's layers split across them (model/vit_forward.cpp).
+Latency measure_latency_on_threads(const ViT& model, const Compute& compute, int images,
+                                   int threads);
 
 // The training batches of the config's own dataset, made as the trainer's prefetch thread
 // makes them (reading, augmentation, normalisation, targets) on the calling thread alone:
