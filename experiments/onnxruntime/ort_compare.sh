@@ -2,8 +2,8 @@
 # minivit's evaluation speed against ONNX Runtime's on the same trained model and the same 2
 # cores: the checkpoint exported to ONNX through the PyTorch reference, both sides' test-set
 # top-1 required to agree, then alternating rounds of `minivit bench` and ort_time.js
-# (batch-128 throughput on 2 threads; batch-1 latency, minivit's on 1 thread, ONNX Runtime's
-# on 1 and 2). Prints the entry and appends it to results.md.
+# (batch-128 throughput on 2 threads; batch-1 latency, each side's on 1 thread and on 2).
+# Prints the entry and appends it to results.md.
 #
 # usage: experiments/onnxruntime/ort_compare.sh MINIVIT CHECKPOINT CONFIG
 #   e.g. experiments/onnxruntime/ort_compare.sh build/minivit \
@@ -100,7 +100,7 @@ if [[ $mv_correct != "$ort_correct" ]]; then
   exit 1
 fi
 
-rm -f "$WORK"/bench_*.json "$WORK"/ort[12]_*.json
+rm -f "$WORK"/bench_*.json "$WORK"/latency2_*.json "$WORK"/ort[12]_*.json
 ort_time=(node "$here/ort_time.js" --ort "$WORK" --dir "$export_dir"
   --latency-images "$LATENCY_IMAGES" --latency-warmup 100)
 batch=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["batch_size"])' \
@@ -114,6 +114,10 @@ for round in $(seq "$ROUNDS"); do
     --steps "$BENCH_STEPS" --latency-images "$LATENCY_IMAGES" \
     --json "$WORK/bench_$round.json" > "$WORK/bench_$round.log" 2>&1 ||
     die "$minivit bench failed (its output: $WORK/bench_$round.log)"
+  GOMP_SPINCOUNT=10000 run "$minivit" bench --config "$config" --set train.threads="$THREADS" \
+    --steps 1 --warmup 0 --latency-images "$LATENCY_IMAGES" --latency-threads "$THREADS" \
+    --json "$WORK/latency2_$round.json" > "$WORK/latency2_$round.log" 2>&1 ||
+    die "$minivit bench --latency-threads $THREADS failed (its output: $WORK/latency2_$round.log)"
   run "${ort_time[@]}" --threads "$THREADS" --batch "$batch" --runs "$ORT_RUNS" \
     --warmup "$ORT_WARMUP" > "$WORK/ort2_$round.json"
   run "${ort_time[@]}" --threads 1 --runs 0 > "$WORK/ort1_$round.json"
