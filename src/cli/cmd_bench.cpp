@@ -42,8 +42,6 @@ static void announce(const BenchSetup& s, const BenchOptions& opt, const std::st
     std::fprintf(stderr, "%s\n", note.c_str());
 }
 
-// --threads-sweep: the same measurement at each thread count, as a table with the scaling
-// over one thread beside the sgemm rate's, so a machine's scaling shows at a glance.
 // The latency line: one image at a time, on --latency-threads threads.
 static void print_latency(const BenchOptions& opt, const Latency& latency) {
   std::printf("latency  batch 1, %d thread%s: median %.3f ms, p99 %.3f ms over %d images "
@@ -52,6 +50,8 @@ static void print_latency(const BenchOptions& opt, const Latency& latency) {
               latency.p99_ms, opt.latency_images);
 }
 
+// --threads-sweep: the same measurement at each thread count, as a table with the scaling
+// over one thread beside the sgemm rate's, so a machine's scaling shows at a glance.
 static int run_threads_sweep(BenchSetup& s, const BenchOptions& opt) {
   const BenchSteps steps{opt.steps, opt.warmup};
   announce(s, opt, "threads swept");
