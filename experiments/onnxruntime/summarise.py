@@ -71,8 +71,9 @@ def main():
     w("- Command: `%s`." % args.command)
     w("- ONNX Runtime: onnxruntime-node %s from npm, CPU provider, `graphOptimizationLevel: "
       "'all'`, one inter-op thread, sequential execution, Node %s. minivit: `bench --config %s "
-      "--set train.threads=2` with `GOMP_SPINCOUNT=10000`, %d evaluation batches. Both on the "
-      "same 2 cores (taskset), alternating, one round = minivit then ONNX Runtime."
+      "--set train.threads=2` with `GOMP_SPINCOUNT=10000`, %d evaluation batches, and its "
+      "2-thread latency from a second `bench --steps 1 --latency-threads 2`. Both on the same "
+      "2 cores (taskset), alternating, one round = minivit then ONNX Runtime."
       % (check["ort_version"], args.node,
          manifest["config"], bench0["steps"]))
     w("- Top-1 on the %d test images: minivit `eval` %.2f%% (%d), ONNX Runtime %.2f%% (%d); "
