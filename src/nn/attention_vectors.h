@@ -7,8 +7,6 @@
 #include <cstdint>
 
 #include "minivit/kernels/isa.h"
-#include "minivit/kernels/transpose16.h"
-#include "minivit/kernels/transpose8.h"
 
 namespace minivit {
 MINIVIT_ISA_BEGIN
